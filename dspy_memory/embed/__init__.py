@@ -1,0 +1,70 @@
+"""Embedders behind one small protocol, and `make_embedder` to build one from a spec."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dspy_memory.embed.base import BatchedEmbedder, Embedder, text_hash
+from dspy_memory.embed.hashing import HashEmbedder
+from dspy_memory.embed.local import MINILM, LocalEmbedder
+from dspy_memory.embed.remote import OllamaEmbedder, OpenAIEmbedder
+from dspy_memory.embed.wrap import CallableEmbedder, from_dspy_embedder, is_embedder
+
+SPECS = (
+    "local",
+    "local:<sentence-transformers model>",
+    "ollama:<model>",
+    "openai:<model>",
+    "test[:<dim>] (deterministic, NOT semantic)",
+)
+
+
+def make_embedder(spec: Any = "local", *, batch_size: int = 64, cache_size: int = 10_000) -> Embedder:
+    """Build an embedder from a spec string, an Embedder, or a `dspy.Embedder`.
+
+    Never falls back silently: if the requested embedder cannot be built, the error says why.
+    The deterministic test embedder is used only when asked for by name ("test").
+    """
+    if is_embedder(spec):
+        return spec
+    try:
+        import dspy
+
+        if isinstance(spec, dspy.Embedder):
+            return from_dspy_embedder(spec, batch_size=batch_size, cache_size=cache_size)
+    except ImportError:  # pragma: no cover - dspy is a core dependency
+        pass
+    if callable(spec):
+        raise TypeError(
+            "a plain callable cannot name its vectors; wrap it: "
+            "CallableEmbedder(fn, name='my-model-v1')"
+        )
+    if not isinstance(spec, str):
+        raise TypeError(f"embedder must be a spec string or an Embedder, not {type(spec).__name__}")
+    kind, _, model = spec.partition(":")
+    kind = kind.strip().lower()
+    model = model.strip()
+    kwargs = {"batch_size": batch_size, "cache_size": cache_size}
+    if kind == "local":
+        return LocalEmbedder(model or MINILM, **kwargs)
+    if kind == "ollama":
+        return OllamaEmbedder(model or "nomic-embed-text", **kwargs)
+    if kind == "openai":
+        return OpenAIEmbedder(model or "text-embedding-3-small", **kwargs)
+    if kind in ("test", "hash"):
+        return HashEmbedder(int(model) if model else 64, **kwargs)
+    raise ValueError(f"unknown embedder {spec!r}; use one of: {', '.join(SPECS)}")
+
+
+__all__ = [
+    "BatchedEmbedder",
+    "CallableEmbedder",
+    "Embedder",
+    "HashEmbedder",
+    "LocalEmbedder",
+    "OllamaEmbedder",
+    "OpenAIEmbedder",
+    "from_dspy_embedder",
+    "make_embedder",
+    "text_hash",
+]

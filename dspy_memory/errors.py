@@ -1,0 +1,31 @@
+"""Exceptions raised by dspy-memory. Every message says what went wrong and what to do next."""
+
+from __future__ import annotations
+
+
+class DSPyMemoryError(Exception):
+    """Base class for every error raised by dspy-memory."""
+
+
+class ExtensionLoadError(DSPyMemoryError):
+    """No available SQLite driver could load sqlite-vec (or lacks FTS5)."""
+
+
+class EmbedderMismatchError(DSPyMemoryError):
+    """The memory file was built with a different embedder than the one it was opened with."""
+
+
+class EmbeddingError(DSPyMemoryError):
+    """An embedder failed or returned vectors of the wrong shape."""
+
+
+class MemoryNotFoundError(DSPyMemoryError, LookupError):
+    """No memory with that id exists in the requested scope."""
+
+
+class ScopeError(DSPyMemoryError, ValueError):
+    """A call did not name a scope, or named it badly."""
+
+
+class SchemaError(DSPyMemoryError):
+    """The memory file's schema is newer than this version of dspy-memory understands."""

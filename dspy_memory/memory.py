@@ -1,0 +1,297 @@
+"""Memory: the facade. It validates arguments and delegates to the write path, the read path
+and the store."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dspy_memory.config import MemoryConfig
+from dspy_memory.embed import Embedder, make_embedder
+from dspy_memory.errors import MemoryNotFoundError
+from dspy_memory.retrieval import Recipe, Retriever
+from dspy_memory.store import Store, TimeView
+from dspy_memory.timeutil import TimeLike
+from dspy_memory.types import AddResult, DeleteResult, Event, Hit, MemoryRecord, Scope
+from dspy_memory.write import MessagesInput, Writer, content_hash
+
+logger = logging.getLogger("dspy_memory")
+
+
+def _optional_scope(user_id: str | None, agent_id: str | None, run_id: str | None) -> Scope | None:
+    if user_id is None and agent_id is None and run_id is None:
+        return None
+    return Scope(user_id=user_id, agent_id=agent_id, run_id=run_id)
+
+
+def spec_for_recorded(name: str) -> str | None:
+    """The spec that rebuilds an embedder from the name recorded in a file, when there is one."""
+    if "|" in name:
+        return None
+    if name.startswith(("local:", "ollama:", "openai:")):
+        return name
+    if name.startswith("test-hash-v1:"):
+        return "test:" + name.rsplit(":", 1)[1]
+    return None
+
+
+class Memory:
+    """Long-term memory in one SQLite file.
+
+    >>> memory = Memory("agent.db")                       # local MiniLM embedder
+    >>> memory.add("I moved to Denver last month.", user_id="ada")
+    >>> memory.search("where does ada live?", user_id="ada")
+
+    `embedder` may be a spec ("local", "ollama:nomic-embed-text", "openai:text-embedding-3-small",
+    "test"), an Embedder, or a `dspy.Embedder`. Left out, a file that already exists is opened with
+    the embedder it was built with, and a new file uses the local MiniLM model.
+    """
+
+    def __init__(
+        self,
+        path_or_config: str | os.PathLike[str] | MemoryConfig = "memory.db",
+        *,
+        embedder: Any = None,
+        **settings: Any,
+    ) -> None:
+        if isinstance(path_or_config, MemoryConfig):
+            config = path_or_config.model_copy(update=settings) if settings else path_or_config
+        else:
+            config = MemoryConfig(path=os.fspath(path_or_config), **settings)
+        self.config = config
+        retrieval = config.retrieval
+        self.store = Store(
+            config.path,
+            busy_timeout_ms=config.busy_timeout_ms,
+            vector_cache_min_rows=retrieval.vector_cache_min_rows,
+            vector_cache_max_rows=retrieval.vector_cache_max_rows,
+        )
+        try:
+            self.embedder: Embedder = make_embedder(
+                self._choose_embedder(embedder),
+                batch_size=config.embed_batch_size,
+                cache_size=config.embed_cache_size,
+            )
+            self.store.bind_embedder(self.embedder.name, self.embedder.dim)
+        except BaseException:
+            self.store.close()
+            raise
+        self._writer = Writer(self.store, self.embedder)
+        self._retriever = Retriever(self.store, self.embedder, retrieval, track_access=config.track_access)
+        if config.process_pending_on_open:
+            try:
+                replayed = self._writer.process_pending()
+                if replayed:
+                    logger.info("processed %d pending episodes from %s", replayed, config.path)
+            except Exception as exc:  # the episodes stay on disk and are retried next time
+                logger.warning("pending episodes in %s could not be processed yet: %s", config.path, exc)
+
+    def _choose_embedder(self, embedder: Any) -> Any:
+        if embedder is not None:
+            return embedder
+        if self.config.embedder is not None:
+            return self.config.embedder
+        recorded = self.store.embedder_info()
+        if recorded is not None:
+            spec = spec_for_recorded(recorded[0])
+            if spec is None:
+                raise ValueError(
+                    f"{self.config.path} was built with embedder {recorded[0]!r}, which cannot be "
+                    "rebuilt from its name; pass the same embedder: Memory(path, embedder=...)"
+                )
+            return spec
+        return "local"
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def add(
+        self,
+        messages: MessagesInput,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        at: TimeLike | None = None,
+    ) -> AddResult:
+        """Remember messages (a string, a {"role", "content"} dict, or a list of them).
+
+        Each message is persisted as an episode first, then stored as a searchable `turn`
+        memory. `at` is when it happened (default now); a message's own "at" key overrides it.
+        """
+        scope = Scope(user_id=user_id, agent_id=agent_id, run_id=run_id)
+        episodes = self._writer.persist(messages, scope, metadata=metadata, at=at)
+        memories = self._writer.process(episodes)
+        return AddResult(episodes=self.store.get_episodes([e.id for e in episodes]), memories=memories)
+
+    def update(
+        self,
+        memory_id: str,
+        content: str,
+        *,
+        reason: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> MemoryRecord:
+        """Correct a memory's text. The old version is kept (expired) and an UPDATE is logged."""
+        if not isinstance(content, str) or not content.strip():
+            raise ValueError("update() needs the new content as a non-empty string")
+        scope = _optional_scope(user_id, agent_id, run_id)
+        current = self.store.get_memory(memory_id, scope=scope)
+        if current is None or current.status == "expired":
+            raise MemoryNotFoundError(f"no current memory with id {memory_id!r}")
+        if current.content == content:
+            return current
+        _, new = self.store.supersede(
+            memory_id,
+            scope=scope,
+            changes={"content": content, "content_hash": content_hash(content)},
+            embedding=self.embedder.embed([content])[0],
+            event="UPDATE",
+            actor="user",
+            reason=reason,
+        )
+        return new
+
+    def delete(
+        self,
+        memory_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> DeleteResult:
+        """Forget a memory for good: every version, its vectors and keyword entries, its source
+        episodes (unless other memories came from them) and the content of its history."""
+        scope = _optional_scope(user_id, agent_id, run_id)
+        versions = self._versions_text(memory_id, scope)
+        result = self.store.purge_memory(memory_id, scope=scope)
+        self._forget_cached(versions)
+        return result
+
+    def delete_scope(
+        self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
+    ) -> DeleteResult:
+        """Erase everything stored for a scope (the GDPR path): memories, vectors, keyword
+        entries, episodes, events, entities and blocks."""
+        scope = Scope(user_id=user_id, agent_id=agent_id, run_id=run_id)
+        texts = [record.content for record in self._all_versions(scope)]
+        result = self.store.purge_scope(scope)
+        self._forget_cached(texts)
+        return result
+
+    def process_pending(self) -> int:
+        """Process episodes a crash left unfinished. Returns how many were processed."""
+        return self._writer.process_pending()
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        k: int = 10,
+        recipe: str | Recipe = "hybrid",
+        as_of: TimeLike | None = None,
+        known_at: TimeLike | None = None,
+        kinds: Sequence[str] | None = None,
+        filters: dict[str, Any] | None = None,
+    ) -> list[Hit]:
+        """The `k` memories most relevant to `query` in a scope, best first.
+
+        By default only what is true now; `as_of` asks what was true at a world time,
+        `known_at` what the system believed at a system time. Recipes: "hybrid" (default),
+        "dense", "keyword".
+        """
+        scope = Scope(user_id=user_id, agent_id=agent_id, run_id=run_id)
+        view = TimeView.at(as_of=as_of, known_at=known_at)
+        return self._retriever.search(
+            query, scope, k=k, recipe=recipe, view=view, kinds=kinds, filters=filters
+        )
+
+    def get(
+        self,
+        memory_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> MemoryRecord | None:
+        """The current version of a memory (or its last version, marked expired); None if
+        there is no such memory in the scope."""
+        return self.store.get_memory(memory_id, scope=_optional_scope(user_id, agent_id, run_id))
+
+    def get_all(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        kinds: Sequence[str] | None = None,
+        filters: dict[str, Any] | None = None,
+        as_of: TimeLike | None = None,
+        known_at: TimeLike | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[MemoryRecord]:
+        """Memories of a scope, newest first, with the same filters as `search`."""
+        for name, value, low in (("limit", limit, 1), ("offset", offset, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        scope = Scope(user_id=user_id, agent_id=agent_id, run_id=run_id)
+        view = TimeView.at(as_of=as_of, known_at=known_at)
+        predicate = self.store.memory_predicate(scope, view, kinds, filters)
+        return self.store.list_memories(predicate, view, limit=limit, offset=offset)
+
+    def history(
+        self,
+        memory_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> list[Event]:
+        """How a memory changed: its ADD, UPDATE, INVALIDATE, ... events, oldest first."""
+        return self.store.history(memory_id, scope=_optional_scope(user_id, agent_id, run_id))
+
+    def stats(self) -> dict[str, Any]:
+        return self.store.stats()
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _all_versions(self, scope: Scope) -> list[MemoryRecord]:
+        predicate = self.store.memory_predicate(scope, None)
+        return self.store.list_memories(predicate, TimeView.at(), limit=-1, offset=0)
+
+    def _versions_text(self, memory_id: str, scope: Scope | None) -> list[str]:
+        record = self.store.get_memory(memory_id, scope=scope)
+        if record is None:
+            return []
+        return [event.new_content for event in self.store.history(memory_id) if event.new_content]
+
+    def _forget_cached(self, texts: Sequence[str]) -> None:
+        forget = getattr(self.embedder, "forget", None)
+        if forget is not None:
+            forget(list(texts))
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Memory:
+        # DSPy optimizers deep-copy programs; tools bound to this Memory must keep writing to it.
+        return self
+
+    def __repr__(self) -> str:
+        return f"Memory({self.config.path!r}, embedder={self.embedder.name!r})"

@@ -1,0 +1,203 @@
+"""SQLite driver selection and connections.
+
+The stdlib `sqlite3` of many Pythons (this project's CI machines, macOS system Python) cannot
+load extensions, so sqlite-vec cannot be used through it. We try drivers in order of preference
+and keep the first that loads sqlite-vec and has FTS5.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import ModuleType
+from typing import Any
+
+from dspy_memory.errors import ExtensionLoadError
+
+# sqlean.py first: a recent SQLite with extension loading on Linux, macOS and Windows.
+DRIVER_MODULES = ("sqlean", "pysqlite3.dbapi2", "sqlite3")
+DRIVER_ENV = "DSPY_MEMORY_SQLITE_DRIVER"
+
+_driver_lock = threading.Lock()
+_driver_cache: dict[tuple[str, ...], ModuleType] = {}
+
+
+def _load_sqlite_vec(conn: Any) -> None:
+    import sqlite_vec
+
+    conn.enable_load_extension(True)
+    try:
+        sqlite_vec.load(conn)
+    finally:
+        conn.enable_load_extension(False)
+
+
+def _probe(module_name: str) -> tuple[ModuleType | None, str]:
+    """Return (module, "") if the driver is usable, else (None, why not)."""
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return None, "not installed"
+    try:
+        conn = module.connect(":memory:")
+    except Exception as exc:  # pragma: no cover - broken installs only
+        return None, f"cannot open a database ({exc})"
+    try:
+        if not hasattr(conn, "enable_load_extension"):
+            return None, "this build cannot load extensions"
+        try:
+            _load_sqlite_vec(conn)
+            conn.execute("SELECT vec_version()")
+        except Exception as exc:
+            return None, f"could not load sqlite-vec ({exc})"
+        try:
+            conn.execute("CREATE VIRTUAL TABLE temp.fts5_probe USING fts5(x)")
+        except Exception:
+            return None, "this SQLite has no FTS5"
+        return module, ""
+    finally:
+        conn.close()
+
+
+def resolve_driver(preferred: str | None = None) -> ModuleType:
+    """Pick the DB-API module to use, or raise an error that says what to install."""
+    try:
+        import sqlite_vec  # noqa: F401
+    except ImportError:
+        raise ExtensionLoadError(
+            "sqlite-vec is not installed; install it with: pip install sqlite-vec"
+        ) from None
+    preferred = preferred or os.environ.get(DRIVER_ENV) or None
+    order = (preferred,) if preferred else DRIVER_MODULES
+    with _driver_lock:
+        if order in _driver_cache:
+            return _driver_cache[order]
+        reasons = []
+        for name in order:
+            module, why = _probe(name)
+            if module is not None:
+                _driver_cache[order] = module
+                return module
+            reasons.append(f"{name}: {why}")
+    tried = "; ".join(reasons)
+    raise ExtensionLoadError(
+        "sqlite-vec could not be loaded: no available SQLite driver can load extensions "
+        f"with FTS5 (tried {tried}). This Python's sqlite3 cannot load extensions; install "
+        "the sqlean.py package (pip install sqlean.py), or pysqlite3-binary on Linux."
+    )
+
+
+def open_connection(path: str, driver: ModuleType, *, busy_timeout_ms: int) -> Any:
+    conn = driver.connect(
+        path,
+        timeout=busy_timeout_ms / 1000,
+        isolation_level=None,  # autocommit: transactions are explicit (see Connections)
+        check_same_thread=False,
+        uri=path.startswith("file:"),
+    )
+    _load_sqlite_vec(conn)
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    if path != ":memory:":
+        conn.execute("PRAGMA journal_mode = WAL")
+    # NORMAL is durable in WAL mode except for the last commits on power loss; it avoids an
+    # fsync per transaction.
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA temp_store = MEMORY")
+    conn.execute("PRAGMA cache_size = -32768")
+    return conn
+
+
+class Connections:
+    """One connection per thread for files (concurrent readers under WAL), one shared for
+    ":memory:"; writes are serialized in-process by a lock and across processes by
+    BEGIN IMMEDIATE plus the busy timeout."""
+
+    def __init__(self, path: str, driver: ModuleType, *, busy_timeout_ms: int) -> None:
+        self.path = path
+        self.driver = driver
+        self._busy_timeout_ms = busy_timeout_ms
+        self._local = threading.local()
+        self._write_lock = threading.RLock()
+        self._all: list[Any] = []
+        self._all_lock = threading.Lock()
+        self._closed = False
+        self._shared = None
+        if path == ":memory:":
+            self._shared = open_connection(path, driver, busy_timeout_ms=busy_timeout_ms)
+            self._all.append(self._shared)
+
+    def _conn(self) -> Any:
+        if self._closed:
+            raise RuntimeError("this Memory is closed")
+        if self._shared is not None:
+            return self._shared
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = open_connection(self.path, self.driver, busy_timeout_ms=self._busy_timeout_ms)
+            self._local.conn = conn
+            with self._all_lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def read(self) -> Iterator[Any]:
+        """A connection for reads. Use `snapshot()` when several statements must agree."""
+        if self._shared is not None:
+            with self._write_lock:
+                yield self._shared
+        else:
+            yield self._conn()
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Any]:
+        """A read transaction: every statement inside sees the same committed state."""
+        with self.read() as conn:
+            if conn.in_transaction:
+                yield conn
+                return
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """A write transaction. Nested calls on the same thread join the outer transaction."""
+        with self._write_lock:
+            conn = self._conn()
+            depth = getattr(self._local, "depth", 0)
+            if depth:
+                self._local.depth = depth + 1
+                try:
+                    yield conn
+                finally:
+                    self._local.depth = depth
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            self._local.depth = 1
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
+            finally:
+                self._local.depth = 0
+
+    def close(self) -> None:
+        with self._all_lock:
+            if self._closed:
+                return
+            self._closed = True
+            conns, self._all = self._all, []
+        for conn in conns:
+            try:
+                conn.close()
+            except Exception:  # pragma: no cover - closing a connection of a dead thread
+                pass

@@ -1,0 +1,192 @@
+"""SQL predicates over `memories m` and conversion of rows to records.
+
+Every predicate is built from bound parameters; user values never become SQL text.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from dspy_memory.timeutil import TimeLike, from_db, now_db, to_db
+from dspy_memory.types import MEMORY_KINDS, MemoryRecord, Scope
+
+MEMORY_COLUMNS = (
+    "m.row_id, m.id, m.version, m.user_id, m.agent_id, m.run_id, m.content, m.kind, "
+    "subj.name, m.predicate, obj.name, m.confidence, m.importance, m.strength, "
+    "m.access_count, m.last_accessed_at, m.content_hash, m.metadata, m.valid_at, "
+    "m.invalid_at, m.created_at, m.expired_at"
+)
+MEMORY_FROM = (
+    "memories m LEFT JOIN entities subj ON subj.id = m.subject_id "
+    "LEFT JOIN entities obj ON obj.id = m.object_id"
+)
+
+_COMPARISONS = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+_SCALARS = (str, int, float, bool, type(None))
+
+
+@dataclass(frozen=True)
+class TimeView:
+    """Reference times of a read: world time `as_of` and system time `known_at` (db format)."""
+
+    as_of: str
+    known_at: str
+
+    @classmethod
+    def at(cls, as_of: TimeLike | None = None, known_at: TimeLike | None = None) -> TimeView:
+        now = now_db()
+        known = to_db(known_at, name="known_at") if known_at is not None else now
+        # "What did we believe at T" asks about the world at T too, unless as_of says otherwise.
+        world = to_db(as_of, name="as_of") if as_of is not None else known
+        return cls(as_of=world, known_at=known)
+
+
+class Predicate:
+    """An AND of SQL conditions with their parameters."""
+
+    def __init__(self) -> None:
+        self.clauses: list[str] = []
+        self.params: list[Any] = []
+
+    def add(self, clause: str, *params: Any) -> Predicate:
+        self.clauses.append(clause)
+        self.params.extend(params)
+        return self
+
+    @property
+    def sql(self) -> str:
+        return " AND ".join(f"({clause})" for clause in self.clauses) if self.clauses else "1"
+
+
+def scope_predicate(predicate: Predicate, scope: Scope | None, alias: str = "m") -> Predicate:
+    if scope is None:
+        return predicate
+    for column in ("user_id", "agent_id", "run_id"):
+        value = getattr(scope, column)
+        if value is not None:
+            predicate.add(f"{alias}.{column} = ?", value)
+    return predicate
+
+
+def time_predicate(predicate: Predicate, view: TimeView | None) -> Predicate:
+    if view is None:
+        return predicate
+    predicate.add("m.valid_at IS NULL OR m.valid_at <= ?", view.as_of)
+    predicate.add("m.invalid_at IS NULL OR m.invalid_at > ?", view.as_of)
+    predicate.add("m.created_at <= ?", view.known_at)
+    predicate.add("m.expired_at IS NULL OR m.expired_at > ?", view.known_at)
+    return predicate
+
+
+def kinds_predicate(predicate: Predicate, kinds: list[str] | tuple[str, ...] | None) -> Predicate:
+    if kinds is None:
+        return predicate
+    if isinstance(kinds, str):
+        kinds = [kinds]
+    unknown = [kind for kind in kinds if kind not in MEMORY_KINDS]
+    if unknown:
+        raise ValueError(f"unknown memory kind(s) {unknown}; choose from {list(MEMORY_KINDS)}")
+    return predicate.add("m.kind IN (SELECT value FROM json_each(?))", json.dumps(list(kinds)))
+
+
+def metadata_predicate(predicate: Predicate, filters: dict[str, Any] | None) -> Predicate:
+    """Filters on metadata keys: {"key": value}, {"key": None} (missing or null), or
+    {"key": {"$in": [...], "$nin": [...], "$ne"|"$gt"|"$gte"|"$lt"|"$lte"|"$eq": v,
+    "$exists": bool}}."""
+    if not filters:
+        return predicate
+    if not isinstance(filters, dict):
+        raise TypeError(f"filters must be a dict of metadata key -> condition, not {type(filters).__name__}")
+    for key, condition in filters.items():
+        if not isinstance(key, str) or not key or '"' in key or "\\" in key or len(key) > 200:
+            raise ValueError(
+                f"bad filter key {key!r}: use a metadata key name without quotes or backslashes"
+            )
+        path = f'$."{key}"'
+        value_sql = "json_extract(m.metadata, ?)"
+        if isinstance(condition, dict) and condition and all(str(op).startswith("$") for op in condition):
+            for op, operand in condition.items():
+                if op in _COMPARISONS:
+                    _check_scalar(key, op, operand)
+                    if operand is None and op in ("$eq", "$ne"):
+                        negate = "NOT " if op == "$ne" else ""
+                        predicate.add(f"{value_sql} IS {negate}NULL", path)
+                    else:
+                        predicate.add(f"{value_sql} {_COMPARISONS[op]} ?", path, operand)
+                elif op in ("$in", "$nin"):
+                    if not isinstance(operand, (list, tuple, set)):
+                        raise ValueError(f"filter {key!r}: {op} takes a list, got {operand!r}")
+                    for item in operand:
+                        _check_scalar(key, op, item)
+                    negate = "NOT " if op == "$nin" else ""
+                    predicate.add(
+                        f"{value_sql} {negate}IN (SELECT value FROM json_each(?))",
+                        path,
+                        json.dumps(list(operand)),
+                    )
+                elif op == "$exists":
+                    if not isinstance(operand, bool):
+                        raise ValueError(f"filter {key!r}: $exists takes True or False")
+                    presence = "IS NOT NULL" if operand else "IS NULL"
+                    predicate.add(f"json_type(m.metadata, ?) {presence}", path)
+                else:
+                    raise ValueError(
+                        f"filter {key!r}: unknown operator {op!r}; use one of "
+                        f"{sorted([*_COMPARISONS, '$in', '$nin', '$exists'])}"
+                    )
+        else:
+            _check_scalar(key, "=", condition)
+            if condition is None:
+                predicate.add(f"{value_sql} IS NULL", path)
+            else:
+                predicate.add(f"{value_sql} = ?", path, condition)
+    return predicate
+
+
+def _check_scalar(key: str, op: str, value: Any) -> None:
+    if not isinstance(value, _SCALARS):
+        raise ValueError(
+            f"filter {key!r} {op}: values must be str, int, float, bool or None, not "
+            f"{type(value).__name__}"
+        )
+
+
+def status_of(row: Any, view: TimeView) -> str:
+    valid_at, invalid_at, expired_at = row[18], row[19], row[21]
+    if expired_at is not None and expired_at <= view.known_at:
+        return "expired"
+    if invalid_at is not None and invalid_at <= view.as_of:
+        return "superseded"
+    if valid_at is not None and valid_at > view.as_of:
+        return "future"
+    return "current"
+
+
+def record_from_row(row: Any, view: TimeView) -> MemoryRecord:
+    """Build a MemoryRecord from a row selected with MEMORY_COLUMNS."""
+    return MemoryRecord(
+        id=row[1],
+        version=row[2],
+        user_id=row[3],
+        agent_id=row[4],
+        run_id=row[5],
+        content=row[6],
+        kind=row[7],
+        subject=row[8],
+        predicate=row[9],
+        object=row[10],
+        confidence=row[11],
+        importance=row[12],
+        strength=row[13],
+        access_count=row[14],
+        last_accessed_at=from_db(row[15]),
+        content_hash=row[16],
+        metadata=json.loads(row[17]),
+        valid_at=from_db(row[18]),
+        invalid_at=from_db(row[19]),
+        created_at=from_db(row[20]),
+        expired_at=from_db(row[21]),
+        status=status_of(row, view),
+    )

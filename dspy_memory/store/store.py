@@ -1,0 +1,630 @@
+"""Store: the one class that speaks SQL to the memory file."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dspy_memory.errors import EmbedderMismatchError, MemoryNotFoundError
+from dspy_memory.store import keyword
+from dspy_memory.store.connection import Connections, resolve_driver
+from dspy_memory.store.migrations import migrate
+from dspy_memory.store.queries import (
+    MEMORY_COLUMNS,
+    MEMORY_FROM,
+    Predicate,
+    TimeView,
+    kinds_predicate,
+    metadata_predicate,
+    record_from_row,
+    scope_predicate,
+    time_predicate,
+)
+from dspy_memory.store.vectors import NO_USER, VectorIndex
+from dspy_memory.timeutil import from_db, now_db
+from dspy_memory.types import DeleteResult, Episode, Event, MemoryRecord, Provenance, Scope
+
+_EPISODE_COLUMNS = (
+    "id, user_id, agent_id, run_id, source, role, name, content, metadata, occurred_at, "
+    "ingested_at, status, error, attempts"
+)
+
+
+@dataclass
+class NewMemory:
+    """A memory row to insert (a first version, or the next version of an existing id)."""
+
+    id: str
+    content: str
+    content_hash: str
+    embedding: np.ndarray
+    kind: str = "fact"
+    user_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+    version: int = 1
+    confidence: float = 1.0
+    importance: float = 0.5
+    strength: float = 1.0
+    access_count: int = 0
+    last_accessed_at: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    valid_at: str | None = None
+    invalid_at: str | None = None
+    subject_id: str | None = None
+    predicate: str | None = None
+    object_id: str | None = None
+    episode_ids: Sequence[str] = ()
+
+
+def _episode_from_row(row: Any) -> Episode:
+    return Episode(
+        id=row[0],
+        user_id=row[1],
+        agent_id=row[2],
+        run_id=row[3],
+        source=row[4],
+        role=row[5],
+        name=row[6],
+        content=row[7],
+        metadata=json.loads(row[8]),
+        occurred_at=from_db(row[9]),
+        ingested_at=from_db(row[10]),
+        status=row[11],
+        error=row[12],
+        attempts=row[13],
+    )
+
+
+class Store:
+    """Schema, transactions, episodes, memories, events, and the vector and keyword indexes.
+
+    Methods that write join the caller's `transaction()` when there is one, so a write path can
+    group many calls into one atomic unit.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_ms: int = 10_000,
+        driver: str | None = None,
+        vector_cache_min_rows: int = 2048,
+        vector_cache_max_rows: int = 4_000_000,
+    ) -> None:
+        path = os.fspath(path)
+        if path != ":memory:" and not path.startswith("file:"):
+            parent = Path(path).expanduser().resolve().parent
+            if not parent.is_dir():
+                raise FileNotFoundError(
+                    f"cannot create the memory file {path!r}: folder {str(parent)!r} does not exist"
+                )
+            path = str(Path(path).expanduser())
+        self.path = path
+        self._conns = Connections(path, resolve_driver(driver), busy_timeout_ms=busy_timeout_ms)
+        self.vectors = VectorIndex(
+            cache_min_rows=vector_cache_min_rows, cache_max_rows=vector_cache_max_rows
+        )
+        with self._conns.read() as conn:
+            migrate(conn)
+            bound = self._meta(conn, "embedder_dim")
+        if bound is not None:
+            self.vectors.dim = int(bound)
+
+    # -- connections and metadata ------------------------------------------------------------
+
+    @property
+    def driver_name(self) -> str:
+        return self._conns.driver.__name__
+
+    def transaction(self) -> Any:
+        return self._conns.transaction()
+
+    def snapshot(self) -> Any:
+        return self._conns.snapshot()
+
+    def close(self) -> None:
+        self._conns.close()
+
+    @staticmethod
+    def _meta(conn: Any, key: str) -> str | None:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def embedder_info(self) -> tuple[str, int] | None:
+        with self._conns.read() as conn:
+            name, dim = self._meta(conn, "embedder_name"), self._meta(conn, "embedder_dim")
+        return (name, int(dim)) if name is not None and dim is not None else None
+
+    def bind_embedder(self, name: str, dim: int) -> None:
+        """Record the embedder in the file on first use; refuse a different one later."""
+        if dim <= 0 or dim % 8:
+            raise ValueError(f"embedding dimension must be a positive multiple of 8, got {dim}")
+        with self.transaction() as conn:
+            bound_name, bound_dim = self._meta(conn, "embedder_name"), self._meta(conn, "embedder_dim")
+            if bound_name is None:
+                conn.execute("INSERT INTO meta (key, value) VALUES ('embedder_name', ?)", (name,))
+                conn.execute("INSERT INTO meta (key, value) VALUES ('embedder_dim', ?)", (str(dim),))
+                self.vectors.create(conn, dim)
+                return
+            if bound_name != name or int(bound_dim) != dim:
+                raise EmbedderMismatchError(
+                    f"{self.path} was built with embedder {bound_name!r} ({bound_dim} dimensions) "
+                    f"but was opened with {name!r} ({dim} dimensions). Open it with "
+                    f"embedder={bound_name!r}, or use a new file for the new embedder."
+                )
+            self.vectors.dim = dim
+
+    # -- episodes ------------------------------------------------------------------------------
+
+    def insert_episodes(self, episodes: Sequence[Episode]) -> None:
+        with self.transaction() as conn:
+            conn.executemany(
+                f"INSERT INTO episodes ({_EPISODE_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        e.id, e.user_id, e.agent_id, e.run_id, e.source, e.role, e.name, e.content,
+                        json.dumps(e.metadata), _db_time(e.occurred_at), _db_time(e.ingested_at),
+                        e.status, e.error, e.attempts,
+                    )
+                    for e in episodes
+                ],
+            )
+
+    def mark_episodes(self, ids: Sequence[str], status: str, error: str | None = None) -> None:
+        with self.transaction() as conn:
+            conn.executemany(
+                "UPDATE episodes SET status = ?, error = ?, attempts = attempts + 1 WHERE id = ?",
+                [(status, error, episode_id) for episode_id in ids],
+            )
+
+    def get_episode(self, episode_id: str) -> Episode | None:
+        with self._conns.read() as conn:
+            row = conn.execute(
+                f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE id = ?", (episode_id,)
+            ).fetchone()
+        return _episode_from_row(row) if row else None
+
+    def get_episodes(self, episode_ids: Sequence[str]) -> list[Episode]:
+        """Episodes by id, in the order given (missing ids are skipped)."""
+        with self._conns.read() as conn:
+            rows = conn.execute(
+                f"SELECT {_EPISODE_COLUMNS} FROM episodes "
+                "WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(episode_ids)),),
+            ).fetchall()
+        by_id = {row[0]: _episode_from_row(row) for row in rows}
+        return [by_id[episode_id] for episode_id in episode_ids if episode_id in by_id]
+
+    def list_episodes(
+        self, scope: Scope, *, limit: int = 100, offset: int = 0, statuses: Sequence[str] | None = None
+    ) -> list[Episode]:
+        predicate = scope_predicate(Predicate(), scope, alias="e")
+        if statuses:
+            predicate.add("e.status IN (SELECT value FROM json_each(?))", json.dumps(list(statuses)))
+        with self._conns.read() as conn:
+            rows = conn.execute(
+                f"SELECT {_EPISODE_COLUMNS} FROM episodes e WHERE {predicate.sql} "
+                "ORDER BY occurred_at, ingested_at, rowid LIMIT ? OFFSET ?",
+                [*predicate.params, limit, offset],
+            ).fetchall()
+        return [_episode_from_row(row) for row in rows]
+
+    def unfinished_episodes(self, *, ingested_before: str, limit: int = 1000) -> list[Episode]:
+        """Episodes left pending or failed, oldest first (the write-ahead log to replay)."""
+        with self._conns.read() as conn:
+            rows = conn.execute(
+                f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE status != 'done' "
+                "AND ingested_at < ? ORDER BY ingested_at, rowid LIMIT ?",
+                (ingested_before, limit),
+            ).fetchall()
+        return [_episode_from_row(row) for row in rows]
+
+    def episodes_with_memories(self, episode_ids: Sequence[str]) -> set[str]:
+        with self._conns.read() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT episode_id FROM memory_sources "
+                "WHERE episode_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(episode_ids)),),
+            ).fetchall()
+        return {row[0] for row in rows}
+
+    # -- memories: writes ----------------------------------------------------------------------
+
+    def insert_memories(
+        self, items: Sequence[NewMemory], *, actor: str, reason: str | None = None,
+        event: str = "ADD", at: str | None = None, old_content: str | None = None,
+    ) -> list[int]:
+        """Insert memory rows with their vectors, keyword entries, sources and events."""
+        if not items:
+            return []
+        if self.vectors.dim is None:
+            raise RuntimeError("bind an embedder (Store.bind_embedder) before inserting memories")
+        created_at = at or now_db()
+        row_ids = []
+        with self.transaction() as conn:
+            for item in items:
+                cursor = conn.execute(
+                    "INSERT INTO memories (id, version, user_id, agent_id, run_id, content, kind, "
+                    "subject_id, predicate, object_id, confidence, importance, strength, "
+                    "access_count, last_accessed_at, content_hash, metadata, valid_at, invalid_at, "
+                    "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        item.id, item.version, item.user_id, item.agent_id, item.run_id,
+                        item.content, item.kind, item.subject_id, item.predicate, item.object_id,
+                        item.confidence, item.importance, item.strength, item.access_count,
+                        item.last_accessed_at, item.content_hash, json.dumps(item.metadata),
+                        item.valid_at, item.invalid_at, created_at,
+                    ),
+                )
+                row_ids.append(cursor.lastrowid)
+            conn.executemany(
+                "INSERT INTO memories_fts (rowid, content, scope) VALUES (?, ?, ?)",
+                [
+                    (
+                        row_id, item.content,
+                        " ".join(keyword.scope_tokens(item.user_id, item.agent_id, item.run_id)),
+                    )
+                    for row_id, item in zip(row_ids, items)
+                ],
+            )
+            self.vectors.insert(
+                conn,
+                row_ids,
+                [item.user_id or NO_USER for item in items],
+                [item.agent_id or "" for item in items],
+                [item.run_id or "" for item in items],
+                np.stack([np.asarray(item.embedding, dtype=np.float32) for item in items]),
+            )
+            conn.executemany(
+                "INSERT OR IGNORE INTO memory_sources (memory_id, episode_id, created_at) "
+                "VALUES (?, ?, ?)",
+                [(item.id, ep, created_at) for item in items for ep in item.episode_ids],
+            )
+            conn.executemany(
+                "INSERT INTO memory_events (memory_id, user_id, agent_id, run_id, event, version, "
+                "old_content, new_content, reason, actor, episode_id, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        item.id, item.user_id, item.agent_id, item.run_id, event, item.version,
+                        old_content, item.content, reason, actor,
+                        item.episode_ids[0] if item.episode_ids else None, created_at,
+                    )
+                    for item in items
+                ],
+            )
+        return row_ids
+
+    def _current_row(self, conn: Any, memory_id: str, scope: Scope | None) -> Any:
+        predicate = scope_predicate(Predicate().add("m.id = ?", memory_id), scope)
+        predicate.add("m.expired_at IS NULL")
+        return conn.execute(
+            f"SELECT {MEMORY_COLUMNS}, m.subject_id, m.object_id FROM {MEMORY_FROM} "
+            f"WHERE {predicate.sql} ORDER BY m.version DESC LIMIT 1",
+            predicate.params,
+        ).fetchone()
+
+    def supersede(
+        self,
+        memory_id: str,
+        *,
+        scope: Scope | None,
+        changes: dict[str, Any],
+        embedding: np.ndarray | None,
+        event: str,
+        actor: str,
+        reason: str | None = None,
+        episode_id: str | None = None,
+        at: str | None = None,
+    ) -> tuple[MemoryRecord, MemoryRecord]:
+        """Expire the current version of `memory_id` and insert the next one with `changes`
+        applied (keys of NewMemory). Returns (old, new) records."""
+        at = at or now_db()
+        with self.transaction() as conn:
+            row = self._current_row(conn, memory_id, scope)
+            if row is None:
+                raise MemoryNotFoundError(_not_found(memory_id, scope))
+            view = TimeView(as_of=at, known_at=at)
+            old = record_from_row(row, view)
+            if embedding is None:
+                blob = conn.execute(
+                    "SELECT embedding FROM memory_vectors WHERE row_id = ?", (row[0],)
+                ).fetchone()[0]
+                embedding = np.frombuffer(blob, np.float32)
+            fields = dict(
+                id=old.id, content=old.content, content_hash=old.content_hash, kind=old.kind,
+                user_id=old.user_id, agent_id=old.agent_id, run_id=old.run_id,
+                version=old.version + 1, confidence=old.confidence, importance=old.importance,
+                strength=old.strength, access_count=old.access_count, last_accessed_at=row[15],
+                metadata=old.metadata, valid_at=row[18], invalid_at=row[19],
+                subject_id=row[22], predicate=old.predicate, object_id=row[23],
+            )
+            unknown = set(changes) - set(fields)
+            if unknown:
+                raise ValueError(f"cannot change {sorted(unknown)} of a memory")
+            fields.update(changes)
+            conn.execute("UPDATE memories SET expired_at = ? WHERE row_id = ?", (at, row[0]))
+            item = NewMemory(embedding=embedding, episode_ids=[episode_id] if episode_id else [], **fields)
+            self.insert_memories(
+                [item], actor=actor, reason=reason, event=event, at=at, old_content=old.content
+            )
+            new_row = self._current_row(conn, memory_id, scope)
+            return old, record_from_row(new_row, view)
+
+    def touch(self, row_ids: Sequence[int], at: str) -> None:
+        """Count a recall of each row (access statistics feed the forgetting curve)."""
+        if not row_ids:
+            return
+        with self.transaction() as conn:
+            conn.execute(
+                "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? "
+                "WHERE row_id IN (SELECT value FROM json_each(?))",
+                (at, json.dumps(list(row_ids))),
+            )
+
+    # -- memories: reads -----------------------------------------------------------------------
+
+    def get_memory(self, memory_id: str, *, scope: Scope | None = None) -> MemoryRecord | None:
+        """The current version of a memory, or its last version if it was expired."""
+        predicate = scope_predicate(Predicate().add("m.id = ?", memory_id), scope)
+        with self._conns.read() as conn:
+            row = conn.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM {MEMORY_FROM} WHERE {predicate.sql} "
+                "ORDER BY (m.expired_at IS NULL) DESC, m.version DESC LIMIT 1",
+                predicate.params,
+            ).fetchone()
+        return record_from_row(row, TimeView.at()) if row else None
+
+    def memory_predicate(
+        self,
+        scope: Scope | None,
+        view: TimeView | None,
+        kinds: Sequence[str] | None = None,
+        filters: dict[str, Any] | None = None,
+    ) -> Predicate:
+        predicate = scope_predicate(Predicate(), scope)
+        time_predicate(predicate, view)
+        kinds_predicate(predicate, kinds)
+        return metadata_predicate(predicate, filters)
+
+    def list_memories(
+        self, predicate: Predicate, view: TimeView, *, limit: int, offset: int, newest_first: bool = True
+    ) -> list[MemoryRecord]:
+        order = "DESC" if newest_first else "ASC"
+        with self._conns.read() as conn:
+            rows = conn.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM {MEMORY_FROM} WHERE {predicate.sql} "
+                f"ORDER BY ifnull(m.valid_at, m.created_at) {order}, m.row_id {order} "
+                "LIMIT ? OFFSET ?",
+                [*predicate.params, limit, offset],
+            ).fetchall()
+        return [record_from_row(row, view) for row in rows]
+
+    def records(self, row_ids: Sequence[int], view: TimeView) -> dict[int, MemoryRecord]:
+        if not row_ids:
+            return {}
+        with self._conns.read() as conn:
+            rows = conn.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM {MEMORY_FROM} "
+                "WHERE m.row_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(row_ids)),),
+            ).fetchall()
+        return {row[0]: record_from_row(row, view) for row in rows}
+
+    def provenance(self, memory_ids: Sequence[str]) -> dict[str, list[Provenance]]:
+        result: dict[str, list[Provenance]] = {memory_id: [] for memory_id in memory_ids}
+        if not memory_ids:
+            return result
+        with self._conns.read() as conn:
+            rows = conn.execute(
+                "SELECT s.memory_id, e.id, e.source, e.role, e.name, e.content, e.occurred_at, "
+                "e.metadata FROM memory_sources s JOIN episodes e ON e.id = s.episode_id "
+                "WHERE s.memory_id IN (SELECT value FROM json_each(?)) "
+                "ORDER BY e.occurred_at, e.rowid",
+                (json.dumps(list(memory_ids)),),
+            ).fetchall()
+        for row in rows:
+            result[row[0]].append(
+                Provenance(
+                    episode_id=row[1], source=row[2], role=row[3], name=row[4], content=row[5],
+                    occurred_at=from_db(row[6]), metadata=json.loads(row[7]),
+                )
+            )
+        return result
+
+    def history(self, memory_id: str, *, scope: Scope | None = None) -> list[Event]:
+        predicate = scope_predicate(Predicate().add("m.memory_id = ?", memory_id), scope)
+        with self._conns.read() as conn:
+            rows = conn.execute(
+                "SELECT id, memory_id, event, version, old_content, new_content, reason, actor, "
+                f"episode_id, created_at, metadata FROM memory_events m WHERE {predicate.sql} "
+                "ORDER BY id",
+                predicate.params,
+            ).fetchall()
+        return [
+            Event(
+                id=row[0], memory_id=row[1], event=row[2], version=row[3], old_content=row[4],
+                new_content=row[5], reason=row[6], actor=row[7], episode_id=row[8],
+                created_at=from_db(row[9]), metadata=json.loads(row[10]),
+            )
+            for row in rows
+        ]
+
+    # -- search --------------------------------------------------------------------------------
+
+    def keyword_search(
+        self, terms: list[str], scope: Scope, predicate: Predicate, n: int
+    ) -> list[tuple[int, float]]:
+        """BM25 over memory content; returns (row_id, score) with higher scores better."""
+        match = keyword.match_expression(
+            terms, keyword.scope_tokens(scope.user_id, scope.agent_id, scope.run_id)
+        )
+        if match is None or n <= 0:
+            return []
+        with self._conns.read() as conn:
+            rows = conn.execute(
+                "SELECT f.rowid, bm25(memories_fts, 1.0, 0.0) AS rank FROM memories_fts f "
+                f"JOIN memories m ON m.row_id = f.rowid WHERE memories_fts MATCH ? AND {predicate.sql} "
+                "ORDER BY rank LIMIT ?",
+                [match, *predicate.params, n],
+            ).fetchall()
+        return [(row[0], -row[1]) for row in rows]
+
+    def dense_search(
+        self, query: np.ndarray, scope: Scope, predicate: Predicate, n: int, *,
+        coarse_min: int, coarse_factor: int,
+    ) -> list[tuple[int, float]]:
+        """Cosine similarity search; returns (row_id, similarity), best first."""
+        with self._conns.snapshot() as conn:
+            return self.vectors.search(
+                conn, query, n,
+                partition=scope.user_id,
+                agent_id=scope.agent_id,
+                run_id=scope.run_id,
+                predicate=predicate.sql,
+                params=predicate.params,
+                coarse_min=coarse_min,
+                coarse_factor=coarse_factor,
+            )
+
+    # -- deletion (the GDPR path) --------------------------------------------------------------
+
+    @contextmanager
+    def _purging(self) -> Iterator[Any]:
+        """A transaction whose freed pages are zeroed, then compaction of what it left behind."""
+        with self._conns.read() as conn:
+            conn.execute("PRAGMA secure_delete = ON")
+        try:
+            with self.transaction() as conn:
+                yield conn
+            with self.transaction() as conn:
+                # Deleted rows stay in FTS5 index segments until they are merged.
+                conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
+        finally:
+            with self._conns.read() as conn:
+                conn.execute("PRAGMA secure_delete = OFF")
+        if self.path != ":memory:":
+            with self._conns.read() as conn:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def _delete_rows(self, conn: Any, row_ids: list[int]) -> dict[str, int]:
+        ids_json = json.dumps(row_ids)
+        counts = {"vectors": self.vectors.delete(conn, row_ids)}
+        counts["keyword_entries"] = conn.execute(
+            "DELETE FROM memories_fts WHERE rowid IN (SELECT value FROM json_each(?))", (ids_json,)
+        ).rowcount
+        counts["memories"] = conn.execute(
+            "DELETE FROM memories WHERE row_id IN (SELECT value FROM json_each(?))", (ids_json,)
+        ).rowcount
+        return counts
+
+    def purge_memory(self, memory_id: str, *, scope: Scope | None = None, actor: str = "user") -> DeleteResult:
+        """Delete every version of a memory, its vectors, keyword entries and sources; erase the
+        content of its events and log a DELETE; delete source episodes nothing else came from."""
+        predicate = scope_predicate(Predicate().add("m.id = ?", memory_id), scope)
+        with self._purging() as conn:
+            rows = conn.execute(
+                f"SELECT row_id, user_id, agent_id, run_id FROM memories m WHERE {predicate.sql}",
+                predicate.params,
+            ).fetchall()
+            if not rows:
+                raise MemoryNotFoundError(_not_found(memory_id, scope))
+            counts = self._delete_rows(conn, [row[0] for row in rows])
+            episode_ids = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT episode_id FROM memory_sources WHERE memory_id = ?", (memory_id,)
+                )
+            ]
+            counts["sources"] = conn.execute(
+                "DELETE FROM memory_sources WHERE memory_id = ?", (memory_id,)
+            ).rowcount
+            counts["episodes"] = conn.execute(
+                "DELETE FROM episodes WHERE id IN (SELECT value FROM json_each(?)) "
+                "AND id NOT IN (SELECT episode_id FROM memory_sources)",
+                (json.dumps(episode_ids),),
+            ).rowcount
+            counts["events_erased"] = conn.execute(
+                "UPDATE memory_events SET old_content = NULL, new_content = NULL, reason = NULL, "
+                "metadata = '{}' WHERE memory_id = ?",
+                (memory_id,),
+            ).rowcount
+            _, user_id, agent_id, run_id = rows[0]
+            conn.execute(
+                "INSERT INTO memory_events (memory_id, user_id, agent_id, run_id, event, actor, "
+                "created_at) VALUES (?, ?, ?, ?, 'DELETE', ?, ?)",
+                (memory_id, user_id, agent_id, run_id, actor, now_db()),
+            )
+        return DeleteResult(counts=counts)
+
+    def purge_scope(self, scope: Scope) -> DeleteResult:
+        """Delete everything stored for a scope: memories, vectors, keyword entries, sources,
+        episodes, events, entities and blocks."""
+        memories = scope_predicate(Predicate(), scope)
+        with self._purging() as conn:
+            row_ids = [
+                row[0]
+                for row in conn.execute(
+                    f"SELECT row_id FROM memories m WHERE {memories.sql}", memories.params
+                )
+            ]
+            memory_ids = [
+                row[0]
+                for row in conn.execute(
+                    f"SELECT DISTINCT id FROM memories m WHERE {memories.sql}", memories.params
+                )
+            ]
+            counts = self._delete_rows(conn, row_ids)
+            counts["sources"] = conn.execute(
+                "DELETE FROM memory_sources WHERE memory_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(memory_ids),),
+            ).rowcount
+            for table in ("episodes", "memory_events", "entities", "blocks"):
+                predicate = scope_predicate(Predicate(), scope, alias="t")
+                counts[table] = conn.execute(
+                    f"DELETE FROM {table} AS t WHERE {predicate.sql}", predicate.params
+                ).rowcount
+        return DeleteResult(counts=counts)
+
+    # -- inspection ----------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Row counts per table and the bound embedder."""
+        import sqlite_utils
+
+        with self._conns.read() as conn:
+            db = sqlite_utils.Database(conn)
+            tables = {
+                name: db[name].count
+                for name in ("episodes", "memories", "memory_sources", "memory_events", "entities", "blocks")
+            }
+            current = conn.execute("SELECT count(*) FROM memories WHERE expired_at IS NULL").fetchone()[0]
+        info = self.embedder_info()
+        return {
+            "path": self.path,
+            "driver": self.driver_name,
+            "embedder": info[0] if info else None,
+            "dim": info[1] if info else None,
+            "tables": tables,
+            "current_memories": current,
+        }
+
+
+def _db_time(value: Any) -> str:
+    from dspy_memory.timeutil import to_db
+
+    return to_db(value)  # type: ignore[return-value]
+
+
+def _not_found(memory_id: str, scope: Scope | None) -> str:
+    where = "" if scope is None else f" in scope {scope.model_dump(exclude_none=True)}"
+    return f"no memory with id {memory_id!r}{where}"
