@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,9 +21,13 @@ class RetrievalConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    # Reciprocal-rank fusion: score = sum(weight / (rrf_k + rank)) over sources.
-    rrf_k: float = Field(60.0, gt=0)
-    dense_weight: float = Field(1.0, ge=0)
+    # "rrf": reciprocal-rank fusion, sum(weight / (rrf_k + rank)) over sources.
+    # "convex": weighted sum of per-query normalized scores (similarity min-max, BM25 / max).
+    # Defaults chosen on the LoCoMo development split (docs/benchmarks.md): a small rrf_k trusts
+    # the top ranks, and BM25 is the stronger single source on conversational text.
+    fusion: Literal["rrf", "convex"] = "rrf"
+    rrf_k: float = Field(10.0, gt=0)
+    dense_weight: float = Field(0.7, ge=0)
     keyword_weight: float = Field(1.0, ge=0)
     # Each source contributes max(candidates, k * candidate_factor) candidates to fusion.
     candidates: int = Field(50, ge=1)

@@ -119,23 +119,37 @@ class Retriever:
     def _fuse(
         self, dense: list[tuple[int, float]], keyword: list[tuple[int, float]], recipe: Recipe
     ) -> dict[int, ScoreDetails]:
+        """Combine the sources into `fused` in [0, 1] (1: first in every source)."""
         config = self.config
         details: dict[int, ScoreDetails] = {}
         for rank, (row_id, similarity) in enumerate(dense, start=1):
             detail = details.setdefault(row_id, ScoreDetails())
             detail.dense_rank, detail.dense_similarity = rank, similarity
-            detail.fused += config.dense_weight / (config.rrf_k + rank)
         for rank, (row_id, score) in enumerate(keyword, start=1):
             detail = details.setdefault(row_id, ScoreDetails())
             detail.keyword_rank, detail.keyword_score = rank, score
-            detail.fused += config.keyword_weight / (config.rrf_k + rank)
-        best = (
-            (config.dense_weight if recipe.dense else 0.0)
-            + (config.keyword_weight if recipe.keyword else 0.0)
-        ) / (config.rrf_k + 1)
-        if best > 0:
+        weights = {
+            "dense": config.dense_weight if recipe.dense else 0.0,
+            "keyword": config.keyword_weight if recipe.keyword else 0.0,
+        }
+        total = sum(weights.values()) or 1.0
+        if config.fusion == "rrf":
             for detail in details.values():
-                detail.fused /= best
+                for source, rank in (("dense", detail.dense_rank), ("keyword", detail.keyword_rank)):
+                    if rank is not None:
+                        detail.fused += weights[source] * (config.rrf_k + 1) / (config.rrf_k + rank)
+                detail.fused /= total
+            return details
+        sims = [similarity for _, similarity in dense]
+        low, high = (min(sims), max(sims)) if sims else (0.0, 1.0)
+        top_keyword = keyword[0][1] if keyword else 1.0
+        for detail in details.values():
+            if detail.dense_similarity is not None:
+                spread = high - low
+                detail.fused += weights["dense"] * ((detail.dense_similarity - low) / spread if spread > 0 else 1.0)
+            if detail.keyword_score is not None and top_keyword > 0:
+                detail.fused += weights["keyword"] * detail.keyword_score / top_keyword
+            detail.fused /= total
         return details
 
     def _rescore(

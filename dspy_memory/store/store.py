@@ -471,9 +471,11 @@ class Store:
         if match is None or n <= 0:
             return []
         with self._conns.read() as conn:
+            # CROSS JOIN keeps the FTS match as the outer loop; otherwise the planner may walk
+            # the scope's rows and run the MATCH once per row (measured: 140 ms instead of 1 ms).
             rows = conn.execute(
                 "SELECT f.rowid, bm25(memories_fts, 1.0, 0.0) AS rank FROM memories_fts f "
-                f"JOIN memories m ON m.row_id = f.rowid WHERE memories_fts MATCH ? AND {predicate.sql} "
+                f"CROSS JOIN memories m ON m.row_id = f.rowid WHERE memories_fts MATCH ? AND {predicate.sql} "
                 "ORDER BY rank LIMIT ?",
                 [match, *predicate.params, n],
             ).fetchall()

@@ -331,10 +331,11 @@ class VectorIndex:
                 row_count=row_count,
                 max_row_id=max_row_id,
             )
+            # CROSS JOIN: drive from the candidates, not from a scan of the scope's rows.
             rows = conn.execute(
-                "SELECT v.row_id, v.embedding FROM memory_vectors v "
-                "JOIN memories m ON m.row_id = v.row_id "
-                f"WHERE v.row_id IN (SELECT value FROM json_each(?)) AND {predicate}",
+                "SELECT v.row_id, v.embedding FROM json_each(?) AS candidate "
+                "CROSS JOIN memory_vectors v ON v.row_id = candidate.value "
+                f"CROSS JOIN memories m ON m.row_id = v.row_id WHERE {predicate}",
                 [json.dumps([row_id for row_id, _ in coarse]), *params],
             ).fetchall()
             exhausted = len(coarse) < count or count >= ceiling

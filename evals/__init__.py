@@ -1,0 +1,1 @@
+"""Evaluation loaders, runners and benchmarks for dspy-memory (run with python -m evals.<name>)."""
