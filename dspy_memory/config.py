@@ -30,16 +30,17 @@ class RetrievalConfig(BaseModel):
     dense_weight: float = Field(0.7, ge=0)
     keyword_weight: float = Field(1.0, ge=0)
     # Each source contributes max(candidates, k * candidate_factor) candidates to fusion.
-    candidates: int = Field(50, ge=1)
-    candidate_factor: int = Field(3, ge=1)
+    candidates: int = Field(30, ge=1)
+    candidate_factor: int = Field(2, ge=1)
     # Rescoring: final = (1 - sum(w)) * fused_normalized + w_r * recency + w_i * importance
     # + w_s * strength_normalized.
     recency_weight: float = Field(0.05, ge=0, le=1)
     recency_half_life_days: float = Field(30.0, gt=0)
     importance_weight: float = Field(0.05, ge=0, le=1)
     strength_weight: float = Field(0.0, ge=0, le=1)
-    # Dense search is a binary (sign-bit) coarse pass then exact cosine rescoring of
-    # max(coarse_min, k * coarse_factor) candidates.
+    # Dense search is a binary (sign-bit) coarse pass, then exact cosine rescoring of
+    # max(coarse_min, k * coarse_factor) candidates (MiniLM: top-100 codes hold ~99% of the
+    # exact top 10).
     coarse_min: int = Field(128, ge=1)
     coarse_factor: int = Field(10, ge=1)
     # Partitions with at least this many vectors are searched from an in-process code cache
@@ -48,6 +49,9 @@ class RetrievalConfig(BaseModel):
     vector_cache_max_rows: int = Field(4_000_000, ge=0)
     # Terms dropped from keyword queries (they match everything and cost the most).
     drop_stopwords: bool = True
+    # On scopes larger than this many rows, BM25 scores about this many matching rows at most:
+    # the most common query terms stop selecting rows (see store/keyword.py).
+    keyword_score_budget: int = Field(1000, ge=1)
     max_query_terms: int = Field(32, ge=1)
 
 

@@ -67,6 +67,7 @@ class Memory:
             busy_timeout_ms=config.busy_timeout_ms,
             vector_cache_min_rows=retrieval.vector_cache_min_rows,
             vector_cache_max_rows=retrieval.vector_cache_max_rows,
+            keyword_score_budget=retrieval.keyword_score_budget,
         )
         try:
             self.embedder: Embedder = make_embedder(
@@ -225,6 +226,7 @@ class Memory:
     ) -> MemoryRecord | None:
         """The current version of a memory (or its last version, marked expired); None if
         there is no such memory in the scope."""
+        self._retriever.flush()
         return self.store.get_memory(memory_id, scope=_optional_scope(user_id, agent_id, run_id))
 
     def get_all(
@@ -247,6 +249,7 @@ class Memory:
         scope = Scope(user_id=user_id, agent_id=agent_id, run_id=run_id)
         view = TimeView.at(as_of=as_of, known_at=known_at)
         predicate = self.store.memory_predicate(scope, view, kinds, filters)
+        self._retriever.flush()
         return self.store.list_memories(predicate, view, limit=limit, offset=offset)
 
     def history(
@@ -281,6 +284,7 @@ class Memory:
             forget(list(texts))
 
     def close(self) -> None:
+        self._retriever.close()
         self.store.close()
 
     def __enter__(self) -> Memory:

@@ -61,7 +61,8 @@ def to_db(value: TimeLike | None, *, name: str = "time") -> str | None:
 def from_db(value: str | None) -> datetime | None:
     if value is None:
         return None
-    return datetime.strptime(value, _FORMAT).replace(tzinfo=timezone.utc)
+    # fromisoformat is ~40x faster than strptime; the stored format always ends in "Z".
+    return datetime.fromisoformat(value[:-1]).replace(tzinfo=timezone.utc)
 
 
 def now_db() -> str:

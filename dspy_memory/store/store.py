@@ -98,6 +98,7 @@ class Store:
         driver: str | None = None,
         vector_cache_min_rows: int = 2048,
         vector_cache_max_rows: int = 4_000_000,
+        keyword_score_budget: int = 1000,
     ) -> None:
         path = os.fspath(path)
         if path != ":memory:" and not path.startswith("file:"):
@@ -112,6 +113,7 @@ class Store:
         self.vectors = VectorIndex(
             cache_min_rows=vector_cache_min_rows, cache_max_rows=vector_cache_max_rows
         )
+        self.keywords = keyword.KeywordIndex(score_budget=keyword_score_budget)
         with self._conns.read() as conn:
             migrate(conn)
             bound = self._meta(conn, "embedder_dim")
@@ -266,13 +268,10 @@ class Store:
                     ),
                 )
                 row_ids.append(cursor.lastrowid)
-            conn.executemany(
-                "INSERT INTO memories_fts (rowid, content, scope) VALUES (?, ?, ?)",
+            self.keywords.insert(
+                conn,
                 [
-                    (
-                        row_id, item.content,
-                        " ".join(keyword.scope_tokens(item.user_id, item.agent_id, item.run_id)),
-                    )
+                    (row_id, item.content, item.user_id, item.agent_id, item.run_id)
                     for row_id, item in zip(row_ids, items)
                 ],
             )
@@ -360,15 +359,16 @@ class Store:
             new_row = self._current_row(conn, memory_id, scope)
             return old, record_from_row(new_row, view)
 
-    def touch(self, row_ids: Sequence[int], at: str) -> None:
-        """Count a recall of each row (access statistics feed the forgetting curve)."""
-        if not row_ids:
+    def record_access(self, counts: Sequence[tuple[int, int, str]]) -> None:
+        """Add recalls to rows: (row_id, times recalled, last recall time). The forgetting curve
+        uses these statistics."""
+        if not counts:
             return
         with self.transaction() as conn:
-            conn.execute(
-                "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? "
-                "WHERE row_id IN (SELECT value FROM json_each(?))",
-                (at, json.dumps(list(row_ids))),
+            conn.executemany(
+                "UPDATE memories SET access_count = access_count + ?, "
+                "last_accessed_at = max(ifnull(last_accessed_at, ''), ?) WHERE row_id = ?",
+                [(count, at, row_id) for row_id, count, at in counts],
             )
 
     # -- memories: reads -----------------------------------------------------------------------
@@ -463,29 +463,26 @@ class Store:
 
     def keyword_search(
         self, terms: list[str], scope: Scope, predicate: Predicate, n: int
-    ) -> list[tuple[int, float]]:
-        """BM25 over memory content; returns (row_id, score) with higher scores better."""
-        match = keyword.match_expression(
-            terms, keyword.scope_tokens(scope.user_id, scope.agent_id, scope.run_id)
-        )
-        if match is None or n <= 0:
-            return []
-        with self._conns.read() as conn:
-            # CROSS JOIN keeps the FTS match as the outer loop; otherwise the planner may walk
-            # the scope's rows and run the MATCH once per row (measured: 140 ms instead of 1 ms).
-            rows = conn.execute(
-                "SELECT f.rowid, bm25(memories_fts, 1.0, 0.0) AS rank FROM memories_fts f "
-                f"CROSS JOIN memories m ON m.row_id = f.rowid WHERE memories_fts MATCH ? AND {predicate.sql} "
-                "ORDER BY rank LIMIT ?",
-                [match, *predicate.params, n],
-            ).fetchall()
-        return [(row[0], -row[1]) for row in rows]
+    ) -> list[tuple[Any, ...]]:
+        """BM25 over memory content: (row_id, score, valid_at or created_at, importance,
+        strength), best first."""
+        with self._conns.snapshot() as conn:
+            total_rows, scope_rows = self.vectors.scope_size(conn, scope.user_id)
+            return self.keywords.search(
+                conn, terms,
+                keyword.scope_tokens(scope.user_id, scope.agent_id, scope.run_id),
+                n,
+                predicate=predicate.sql,
+                params=predicate.params,
+                scope_rows=scope_rows,
+                total_rows=total_rows,
+            )
 
     def dense_search(
-        self, query: np.ndarray, scope: Scope, predicate: Predicate, n: int, *,
-        coarse_min: int, coarse_factor: int,
-    ) -> list[tuple[int, float]]:
-        """Cosine similarity search; returns (row_id, similarity), best first."""
+        self, query: np.ndarray, scope: Scope, predicate: Predicate, n: int, *, coarse: int
+    ) -> list[tuple[Any, ...]]:
+        """Cosine similarity search: (row_id, similarity, valid_at or created_at, importance,
+        strength), best first. At least `coarse` candidates of the binary pass are rescored."""
         with self._conns.snapshot() as conn:
             return self.vectors.search(
                 conn, query, n,
@@ -494,8 +491,7 @@ class Store:
                 run_id=scope.run_id,
                 predicate=predicate.sql,
                 params=predicate.params,
-                coarse_min=coarse_min,
-                coarse_factor=coarse_factor,
+                coarse=coarse,
             )
 
     # -- deletion (the GDPR path) --------------------------------------------------------------
@@ -509,8 +505,7 @@ class Store:
             with self.transaction() as conn:
                 yield conn
             with self.transaction() as conn:
-                # Deleted rows stay in FTS5 index segments until they are merged.
-                conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
+                self.keywords.optimize(conn)
         finally:
             with self._conns.read() as conn:
                 conn.execute("PRAGMA secure_delete = OFF")
@@ -521,9 +516,7 @@ class Store:
     def _delete_rows(self, conn: Any, row_ids: list[int]) -> dict[str, int]:
         ids_json = json.dumps(row_ids)
         counts = {"vectors": self.vectors.delete(conn, row_ids)}
-        counts["keyword_entries"] = conn.execute(
-            "DELETE FROM memories_fts WHERE rowid IN (SELECT value FROM json_each(?))", (ids_json,)
-        ).rowcount
+        counts["keyword_entries"] = self.keywords.delete(conn, row_ids)
         counts["memories"] = conn.execute(
             "DELETE FROM memories WHERE row_id IN (SELECT value FROM json_each(?))", (ids_json,)
         ).rowcount

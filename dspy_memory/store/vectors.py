@@ -263,6 +263,11 @@ class VectorIndex:
             ).fetchone()
         return (row[0], row[1]) if row else (0, 0)
 
+    def scope_size(self, conn: Any, partition: str | None) -> tuple[int, int]:
+        """(rows in the whole index, rows in the partition; the whole index if None)."""
+        total = self._row_count(conn, None)[0]
+        return total, (total if partition is None else self._row_count(conn, partition)[0])
+
     def _uses_cache(self, partition: str | None, row_count: int) -> bool:
         return partition is not None and row_count >= self.cache_min_rows and self.cache.max_rows > 0
 
@@ -308,18 +313,19 @@ class VectorIndex:
         run_id: str | None,
         predicate: str,
         params: list[Any],
-        coarse_min: int,
-        coarse_factor: int,
-    ) -> list[tuple[int, float]]:
+        coarse: int,
+    ) -> list[tuple[Any, ...]]:
         """The `n` rows most cosine-similar to `query` among rows that satisfy `predicate`
-        (SQL over the `memories` table aliased `m`). Returns (row_id, similarity)."""
+        (SQL over the `memories` table aliased `m`), rescoring at least `coarse` candidates of
+        the binary pass. Returns (row_id, similarity, valid_at or created_at, importance,
+        strength), best first."""
         row_count, max_row_id = self._row_count(conn, partition)
         if row_count == 0 or n <= 0:
             return []
         query = np.ascontiguousarray(query, dtype=np.float32)
         query_code = sign_codes(query[None, :])[0]
         ceiling = row_count if self._uses_cache(partition, row_count) else min(row_count, VEC_K_MAX)
-        count = min(max(coarse_min, n * coarse_factor), ceiling)
+        count = min(max(coarse, n), ceiling)
         while True:
             coarse = self.coarse(
                 conn,
@@ -333,7 +339,8 @@ class VectorIndex:
             )
             # CROSS JOIN: drive from the candidates, not from a scan of the scope's rows.
             rows = conn.execute(
-                "SELECT v.row_id, v.embedding FROM json_each(?) AS candidate "
+                "SELECT v.row_id, v.embedding, ifnull(m.valid_at, m.created_at), m.importance, "
+                "m.strength FROM json_each(?) AS candidate "
                 "CROSS JOIN memory_vectors v ON v.row_id = candidate.value "
                 f"CROSS JOIN memories m ON m.row_id = v.row_id WHERE {predicate}",
                 [json.dumps([row_id for row_id, _ in coarse]), *params],
@@ -348,4 +355,4 @@ class VectorIndex:
         matrix = np.frombuffer(b"".join(row[1] for row in rows), np.float32).reshape(len(rows), -1)
         similarity = matrix @ query
         order = np.argsort(-similarity, kind="stable")[:n]
-        return [(rows[i][0], float(similarity[i])) for i in order]
+        return [(rows[i][0], float(similarity[i]), *rows[i][2:]) for i in order]
