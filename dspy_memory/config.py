@@ -71,8 +71,11 @@ class MemoryConfig(BaseModel):
     # Count recalls (access_count, last_accessed_at) on every search; the forgetting curve uses it.
     track_access: bool = True
     busy_timeout_ms: int = Field(10_000, ge=0)
-    # Re-process episodes left pending by a crash when the file is opened.
+    # Re-process episodes left pending or failed (by a crash, an unreachable embedder or LM)
+    # when the file is opened; only episodes older than the grace period, so episodes another
+    # writer is processing right now are left alone.
     process_pending_on_open: bool = True
+    pending_grace_seconds: float = Field(60.0, ge=0)
 
     @classmethod
     def from_toml(cls, path: str | os.PathLike[str], **overrides: Any) -> MemoryConfig:

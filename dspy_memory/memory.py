@@ -23,7 +23,7 @@ logger = logging.getLogger("dspy_memory")
 def _optional_scope(user_id: str | None, agent_id: str | None, run_id: str | None) -> Scope | None:
     if user_id is None and agent_id is None and run_id is None:
         return None
-    return Scope(user_id=user_id, agent_id=agent_id, run_id=run_id)
+    return Scope.of(user_id, agent_id, run_id)
 
 
 def spec_for_recorded(name: str) -> str | None:
@@ -83,7 +83,7 @@ class Memory:
         self._retriever = Retriever(self.store, self.embedder, retrieval, track_access=config.track_access)
         if config.process_pending_on_open:
             try:
-                replayed = self._writer.process_pending()
+                replayed = self._writer.process_pending(grace_seconds=config.pending_grace_seconds)
                 if replayed:
                     logger.info("processed %d pending episodes from %s", replayed, config.path)
             except Exception as exc:  # the episodes stay on disk and are retried next time
@@ -122,7 +122,7 @@ class Memory:
         Each message is persisted as an episode first, then stored as a searchable `turn`
         memory. `at` is when it happened (default now); a message's own "at" key overrides it.
         """
-        scope = Scope(user_id=user_id, agent_id=agent_id, run_id=run_id)
+        scope = Scope.of(user_id, agent_id, run_id)
         episodes = self._writer.persist(messages, scope, metadata=metadata, at=at)
         memories = self._writer.process(episodes)
         return AddResult(episodes=self.store.get_episodes([e.id for e in episodes]), memories=memories)
@@ -178,15 +178,15 @@ class Memory:
     ) -> DeleteResult:
         """Erase everything stored for a scope (the GDPR path): memories, vectors, keyword
         entries, episodes, events, entities and blocks."""
-        scope = Scope(user_id=user_id, agent_id=agent_id, run_id=run_id)
+        scope = Scope.of(user_id, agent_id, run_id)
         texts = [record.content for record in self._all_versions(scope)]
         result = self.store.purge_scope(scope)
         self._forget_cached(texts)
         return result
 
     def process_pending(self) -> int:
-        """Process episodes a crash left unfinished. Returns how many were processed."""
-        return self._writer.process_pending()
+        """Process episodes left unfinished (older than the grace period). Returns how many."""
+        return self._writer.process_pending(grace_seconds=self.config.pending_grace_seconds)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -210,7 +210,7 @@ class Memory:
         `known_at` what the system believed at a system time. Recipes: "hybrid" (default),
         "dense", "keyword".
         """
-        scope = Scope(user_id=user_id, agent_id=agent_id, run_id=run_id)
+        scope = Scope.of(user_id, agent_id, run_id)
         view = TimeView.at(as_of=as_of, known_at=known_at)
         return self._retriever.search(
             query, scope, k=k, recipe=recipe, view=view, kinds=kinds, filters=filters
@@ -246,7 +246,7 @@ class Memory:
         for name, value, low in (("limit", limit, 1), ("offset", offset, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-        scope = Scope(user_id=user_id, agent_id=agent_id, run_id=run_id)
+        scope = Scope.of(user_id, agent_id, run_id)
         view = TimeView.at(as_of=as_of, known_at=known_at)
         predicate = self.store.memory_predicate(scope, view, kinds, filters)
         self._retriever.flush()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dspy_memory.errors import ScopeError
 
@@ -53,6 +53,16 @@ class Scope(BaseModel):
         if self.user_id is None and self.agent_id is None and self.run_id is None:
             raise ScopeError("a scope is required: pass user_id=, agent_id= or run_id=")
         return self
+
+    @classmethod
+    def of(cls, user_id: Any = None, agent_id: Any = None, run_id: Any = None) -> Scope:
+        """Build a scope, raising ScopeError (not a pydantic error) when it is invalid."""
+        try:
+            return cls(user_id=user_id, agent_id=agent_id, run_id=run_id)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            cause = error.get("ctx", {}).get("error")
+            raise ScopeError(str(cause) if cause else error["msg"]) from None
 
 
 class Episode(BaseModel):

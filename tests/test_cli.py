@@ -1,0 +1,64 @@
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from dspy_memory.cli import build_parser, main
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
+
+
+def subcommands():
+    parser = build_parser()
+    action = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    return sorted(action.choices)
+
+
+def test_every_command_is_documented():
+    documented = set(re.findall(r"^## `dspy-memory ([a-z-]+)`", DOCS.read_text(), flags=re.M))
+    assert set(subcommands()) == documented
+
+
+def test_add_search_update_history_delete(tmp_path, capsys):
+    db = str(tmp_path / "cli.db")
+    base = ["--db", db, "--embedder", "test"]
+    assert main(["add", "I moved to Denver.", "--user", "ada", "--at", "2024-05-02", *base]) == 0
+    memory_id = capsys.readouterr().out.split()[0]
+    assert main(["search", "Denver", "--user", "ada", "--json", *base]) == 0
+    [hit] = json.loads(capsys.readouterr().out)
+    assert hit["memory"]["id"] == memory_id and hit["memory"]["valid_at"].startswith("2024-05-02")
+    assert main(["update", memory_id, "I moved to Boulder.", "--reason", "wrong city", "--db", db]) == 0
+    capsys.readouterr()
+    assert main(["history", memory_id, "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "ADD" in out and "UPDATE" in out and "wrong city" in out
+    assert main(["list", "--user", "ada", "--db", db]) == 0
+    assert "Boulder" in capsys.readouterr().out
+    assert main(["get", memory_id, "--db", db, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["version"] == 2
+    assert main(["stats", "--db", db]) == 0
+    assert json.loads(capsys.readouterr().out)["tables"]["memories"] == 2
+    assert main(["delete-scope", "--user", "ada", "--db", db]) == 0
+    capsys.readouterr()
+    assert main(["get", memory_id, "--db", db]) == 1
+
+
+def test_errors_are_short_messages_not_tracebacks(tmp_path, capsys):
+    db = str(tmp_path / "cli.db")
+    assert main(["search", "x", "--db", db, "--embedder", "test"]) == 2
+    assert "scope is required" in capsys.readouterr().err
+    assert main(["search", "x", "--user", "a", "--db", db, "--embedder", "test:128"]) == 2
+    assert "Open it with" in capsys.readouterr().err
+
+
+def test_demo_runs_offline_with_the_test_embedder(capsys):
+    assert main(["demo", "--embedder", "test"]) == 0
+    out = capsys.readouterr().out
+    for step in ("1. Remembered", "2. search", "3. Time travel", "4. A correction", "5. search(", "6. The file"):
+        assert step in out
+
+
+def test_unknown_command_exits_with_usage():
+    with pytest.raises(SystemExit):
+        main(["frobnicate"])

@@ -1,0 +1,86 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from evals.locomo import load_locomo, normalize_dia_ids, parse_session_date
+from evals.locomo_retrieval import DEFAULT_DATA, main
+
+MINI = [
+    {
+        "sample_id": "conv-mini",
+        "conversation": {
+            "speaker_a": "Caroline",
+            "speaker_b": "Melanie",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Caroline", "dia_id": "D1:1", "text": "I went to an LGBTQ support group yesterday."},
+                {"speaker": "Melanie", "dia_id": "D1:2", "text": "That sounds wonderful!",
+                 "blip_caption": "a photo of a sunset over the lake", "img_url": ["x"], "query": "sunset"},
+            ],
+            "session_2_date_time": "7:55 pm on 9 June, 2023",
+            "session_10_date_time": "1:00 pm on 1 July, 2023",
+            "session_2": [
+                {"speaker": "Melanie", "dia_id": "D2:1", "text": "I painted a sunrise in 2022."},
+                {"speaker": "Caroline", "dia_id": "D2:2", "text": "I am researching adoption agencies."},
+            ],
+        },
+        "qa": [
+            {"question": "When did Caroline go to the LGBTQ support group?", "answer": "7 May 2023",
+             "evidence": ["D1:1"], "category": 2},
+            {"question": "When did Melanie paint a sunrise?", "answer": 2022, "evidence": ["D02:01; D1:2"], "category": 2},
+            {"question": "What is Caroline researching?", "answer": "Adoption agencies", "evidence": ["D2:2", "D", "D:11:26"], "category": 4},
+            {"question": "What did Melanie say about adoption?", "adversarial_answer": "nothing", "evidence": ["D2:2"], "category": 5},
+            {"question": "Broken evidence only", "answer": "x", "evidence": ["D9:9"], "category": 1},
+        ],
+        "observation": {}, "event_summary": {}, "session_summary": {},
+    }
+]
+
+
+@pytest.fixture
+def mini_file(tmp_path):
+    path = tmp_path / "mini.json"
+    path.write_text(json.dumps(MINI))
+    return path
+
+
+def test_loader_normalizes_the_released_format(mini_file):
+    [conversation] = load_locomo(mini_file)
+    assert [s.index for s in conversation.sessions] == [1, 2]  # session 10 has a date but no turns
+    assert conversation.sessions[0].date_time.isoformat() == "2023-05-08T13:56:00+00:00"
+    assert conversation.turns[1].content() == "That sounds wonderful! [shared a photo: a photo of a sunset over the lake]"
+    questions = conversation.questions
+    assert questions[1].answer == "2022" and questions[1].evidence == ["D2:1", "D1:2"]
+    assert questions[2].evidence == ["D2:2"]
+    assert questions[3].answer == "nothing" and questions[3].category_name == "adversarial"
+
+
+def test_helpers():
+    assert normalize_dia_ids(["D01:05", "D1:5", "junk", "D3:1 D3:2"]) == ["D1:5", "D3:1", "D3:2"]
+    assert parse_session_date("10:04 am on 19 January, 2024").day == 19
+    with pytest.raises(FileNotFoundError, match="locomo"):
+        load_locomo("/no/such/file.json")
+
+
+def test_retrieval_eval_end_to_end(mini_file, tmp_path, capsys):
+    report = main(["--data", str(mini_file), "--embedder", "test", "--out", str(tmp_path / "r.json"),
+                   "--plot", str(tmp_path / "r.png")])
+    assert (tmp_path / "r.png").stat().st_size > 0
+    saved = json.loads((tmp_path / "r.json").read_text())
+    assert saved["turns"] == 4
+    for recipe in ("keyword", "dense", "hybrid"):
+        result = saved["results"][recipe]
+        assert result["questions"]["overall"] == 3  # category 5 and evidence-less questions skipped
+        assert result["skipped_without_evidence"] == 1
+        assert set(result["recall"]["overall"]) == {"R@5", "R@10", "R@20"}
+    assert report["results"]["keyword"]["recall"]["single-hop"]["R@5"] == 1.0
+    assert "| recipe" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not Path(DEFAULT_DATA).exists(), reason="LoCoMo development split not present")
+def test_the_development_split_loads():
+    conversations = load_locomo(DEFAULT_DATA)
+    assert [c.sample_id for c in conversations] == ["conv-26", "conv-30", "conv-41", "conv-42", "conv-43"]
+    assert sum(len(c.turns) for c in conversations) == 2760
+    assert sum(len(c.questions) for c in conversations) == 999

@@ -1,0 +1,102 @@
+"""delete_scope / delete: the GDPR path. Proven by scanning every table (shadow tables of the
+vector and keyword indexes included) and the raw bytes of the file."""
+
+from pathlib import Path
+
+import sqlean
+
+from dspy_memory import Memory
+from dspy_memory.embed import HashEmbedder, text_hash
+
+SECRET_USER = "ada-secret-user"
+SECRET_WORDS = ("zanzibarquartz", "aubergineprotocol", "velvetlighthouse")
+
+
+def scan_tables(path):
+    """Every (table, column, value) in the file, shadow tables included."""
+    conn = sqlean.connect(path)
+    try:
+        names = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        for name in names:
+            try:
+                rows = conn.execute(f'SELECT * FROM "{name}"').fetchall()
+            except sqlean.OperationalError:  # virtual tables need their extension; shadows hold the data
+                continue
+            for row in rows:
+                for value in row:
+                    yield name, value
+    finally:
+        conn.close()
+
+
+def leaks(path, needles_text, needles_bytes):
+    found = []
+    for table, value in scan_tables(path):
+        if isinstance(value, str) and any(n.lower() in value.lower() for n in needles_text):
+            found.append((table, value[:80]))
+        if isinstance(value, bytes):
+            if any(n.lower().encode() in value.lower() for n in needles_text) or any(b in value for b in needles_bytes):
+                found.append((table, "bytes"))
+    return found
+
+
+def fill(memory):
+    embedder = memory.embedder
+    ada = []
+    for word in SECRET_WORDS:
+        result = memory.add(
+            [{"role": "user", "name": "Ada", "content": f"My password hint is {word}."}],
+            user_id=SECRET_USER, run_id="session-1", metadata={"note": word},
+        )
+        ada.extend(result.memories)
+    memory.update(ada[0].id, f"My password hint is {SECRET_WORDS[0]} twice.", reason=f"because {SECRET_WORDS[1]}")
+    memory.search(SECRET_WORDS[2], user_id=SECRET_USER)
+    memory.add("Bob keeps his own notes about gardening.", user_id="bob")
+    vectors = [embedder.embed([record.content])[0].tobytes() for record in ada]
+    return ada, vectors
+
+
+def test_delete_scope_leaves_nothing_of_the_user(db_path):
+    with Memory(db_path, embedder=HashEmbedder(64)) as memory:
+        ada, vectors = fill(memory)
+        assert leaks(db_path, SECRET_WORDS, vectors), "the scan must see the data before the purge"
+        result = memory.delete_scope(user_id=SECRET_USER)
+        assert result.counts["memories"] == 4 and result.counts["episodes"] == 3
+        assert result.counts["memory_events"] >= 4 and result.counts["vectors"] == 4
+        assert memory.get_all(user_id=SECRET_USER) == []
+        assert memory.search(SECRET_WORDS[0], user_id=SECRET_USER) == []
+        assert memory.get(ada[0].id) is None and memory.history(ada[0].id) == []
+        # The other user is untouched.
+        assert memory.search("gardening", user_id="bob")[0].content.startswith("Bob keeps")
+        assert leaks(db_path, (*SECRET_WORDS, SECRET_USER), vectors) == []
+        # Nothing is left in in-process caches either.
+        cached = set(memory.embedder._cache)
+        assert not any(text_hash(record.content) in cached for record in ada)
+        assert not memory.store.keywords._frequencies_cache
+    raw = Path(db_path).read_bytes()
+    wal = Path(db_path + "-wal")
+    if wal.exists():
+        raw += wal.read_bytes()
+    for needle in (*SECRET_WORDS, SECRET_USER):
+        assert needle.encode() not in raw.lower(), needle
+    for vector in vectors:
+        assert vector not in raw
+
+
+def test_delete_scope_by_run_only_removes_that_run(memory):
+    memory.add("first run note", user_id="ada", run_id="r1")
+    memory.add("second run note", user_id="ada", run_id="r2")
+    memory.delete_scope(user_id="ada", run_id="r1")
+    assert [m.content for m in memory.get_all(user_id="ada")] == ["second run note"]
+
+
+def test_delete_one_memory_erases_its_content_everywhere(db_path):
+    with Memory(db_path, embedder=HashEmbedder(64)) as memory:
+        ada, vectors = fill(memory)
+        memory.delete(ada[0].id)
+        remaining = {m.id for m in memory.get_all(user_id=SECRET_USER)}
+        assert remaining == {ada[1].id, ada[2].id}
+        # Its words (all versions, the update reason, the metadata) are gone; the others stay.
+        assert leaks(db_path, (SECRET_WORDS[0],), vectors[:1]) == []
+        assert leaks(db_path, (SECRET_WORDS[2],), ())
+        assert [e.event for e in memory.history(ada[0].id)] == ["ADD", "UPDATE", "DELETE"]
