@@ -6,7 +6,6 @@ empties a result that had matches further down. Named recipes choose the sources
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import threading
 import time
@@ -58,24 +57,6 @@ def recency(when: datetime, reference: datetime, half_life_days: float) -> float
     """1.0 for a memory from the reference time, halving every `half_life_days` before it."""
     age_days = (reference - when).total_seconds() / 86_400
     return 1.0 if age_days <= 0 else math.pow(0.5, age_days / half_life_days)
-
-
-@dataclass(slots=True)
-class _Scores:
-    """Mutable scratch copy of ScoreDetails (pydantic attribute writes are slow in the loop)."""
-
-    dense_rank: int | None = None
-    dense_similarity: float | None = None
-    keyword_rank: int | None = None
-    keyword_score: float | None = None
-    fused: float = 0.0
-    recency: float = 0.0
-    importance: float = 0.0
-    strength: float = 0.0
-    final: float = 0.0
-
-
-_SCORE_FIELDS = tuple(field.name for field in dataclasses.fields(_Scores))
 
 
 class Retriever:
@@ -162,7 +143,7 @@ class Retriever:
         details = self._fuse(dense, keyword, chosen)
         signals = {row[0]: row[2:] for row in (*dense, *keyword)}
         ranked = self._rescore(details, signals, view)
-        ranked.sort(key=lambda pair: pair[1].final, reverse=True)
+        ranked.sort(key=lambda pair: pair[1]["final"], reverse=True)
         ranked = ranked[:k]
         records = self.store.records([row_id for row_id, _ in ranked], view)
         ranked = [(row_id, detail) for row_id, detail in ranked if row_id in records]
@@ -172,8 +153,8 @@ class Retriever:
         return [
             Hit(
                 memory=records[row_id],
-                score=detail.final,
-                details=ScoreDetails(**{name: getattr(detail, name) for name in _SCORE_FIELDS}),
+                score=detail["final"],
+                details=ScoreDetails(**detail),
                 provenance=provenance[records[row_id].id],
             )
             for row_id, detail in ranked
@@ -181,60 +162,60 @@ class Retriever:
 
     def _fuse(
         self, dense: list[tuple[Any, ...]], keyword: list[tuple[Any, ...]], recipe: Recipe
-    ) -> dict[int, _Scores]:
-        """Combine the sources into `fused` in [0, 1] (1: first in every source)."""
+    ) -> dict[int, dict[str, Any]]:
+        """ScoreDetails fields per row, with `fused` in [0, 1] (1: first in every source)."""
         config = self.config
-        details: dict[int, _Scores] = {}
+        details: dict[int, dict[str, Any]] = {}
         for rank, (row_id, similarity, *_) in enumerate(dense, start=1):
-            detail = details.setdefault(row_id, _Scores())
-            detail.dense_rank, detail.dense_similarity = rank, similarity
+            details.setdefault(row_id, {}).update(dense_rank=rank, dense_similarity=similarity)
         for rank, (row_id, score, *_) in enumerate(keyword, start=1):
-            detail = details.setdefault(row_id, _Scores())
-            detail.keyword_rank, detail.keyword_score = rank, score
-        weights = {
-            "dense": config.dense_weight if recipe.dense else 0.0,
-            "keyword": config.keyword_weight if recipe.keyword else 0.0,
-        }
-        total = sum(weights.values()) or 1.0
+            details.setdefault(row_id, {}).update(keyword_rank=rank, keyword_score=score)
+        dense_weight = config.dense_weight if recipe.dense else 0.0
+        keyword_weight = config.keyword_weight if recipe.keyword else 0.0
+        total = (dense_weight + keyword_weight) or 1.0
         if config.fusion == "rrf":
-            for detail in details.values():
-                for source, rank in (("dense", detail.dense_rank), ("keyword", detail.keyword_rank)):
-                    if rank is not None:
-                        detail.fused += weights[source] * (config.rrf_k + 1) / (config.rrf_k + rank)
-                detail.fused /= total
-            return details
-        sims = [row[1] for row in dense]
-        low, high = (min(sims), max(sims)) if sims else (0.0, 1.0)
-        top_keyword = keyword[0][1] if keyword else 1.0
+            def dense_part(d: dict[str, Any]) -> float:
+                return (config.rrf_k + 1) / (config.rrf_k + d["dense_rank"])
+
+            def keyword_part(d: dict[str, Any]) -> float:
+                return (config.rrf_k + 1) / (config.rrf_k + d["keyword_rank"])
+        else:
+            sims = [row[1] for row in dense]
+            low, spread = (min(sims), max(sims) - min(sims)) if sims else (0.0, 0.0)
+            top_keyword = keyword[0][1] if keyword and keyword[0][1] > 0 else 1.0
+
+            def dense_part(d: dict[str, Any]) -> float:
+                return (d["dense_similarity"] - low) / spread if spread > 0 else 1.0
+
+            def keyword_part(d: dict[str, Any]) -> float:
+                return d["keyword_score"] / top_keyword
         for detail in details.values():
-            if detail.dense_similarity is not None:
-                spread = high - low
-                detail.fused += weights["dense"] * ((detail.dense_similarity - low) / spread if spread > 0 else 1.0)
-            if detail.keyword_score is not None and top_keyword > 0:
-                detail.fused += weights["keyword"] * detail.keyword_score / top_keyword
-            detail.fused /= total
+            fused = 0.0
+            if "dense_rank" in detail:
+                fused += dense_weight * dense_part(detail)
+            if "keyword_rank" in detail:
+                fused += keyword_weight * keyword_part(detail)
+            detail["fused"] = fused / total
         return details
 
     def _rescore(
         self,
-        details: dict[int, _Scores],
+        details: dict[int, dict[str, Any]],
         signals: dict[int, tuple[str, float, float]],
         view: TimeView,
-    ) -> list[tuple[int, _Scores]]:
+    ) -> list[tuple[int, dict[str, Any]]]:
         config = self.config
         base = max(0.0, 1.0 - config.recency_weight - config.importance_weight - config.strength_weight)
         reference = from_db(view.as_of)
-        scored = []
         for row_id, detail in details.items():
             when, importance, strength = signals[row_id]
-            detail.recency = recency(from_db(when), reference, config.recency_half_life_days)
-            detail.importance = importance
-            detail.strength = strength / (1.0 + strength)
-            detail.final = (
-                base * detail.fused
-                + config.recency_weight * detail.recency
-                + config.importance_weight * detail.importance
-                + config.strength_weight * detail.strength
+            detail["recency"] = recency(from_db(when), reference, config.recency_half_life_days)
+            detail["importance"] = importance
+            detail["strength"] = strength / (1.0 + strength)
+            detail["final"] = (
+                base * detail["fused"]
+                + config.recency_weight * detail["recency"]
+                + config.importance_weight * detail["importance"]
+                + config.strength_weight * detail["strength"]
             )
-            scored.append((row_id, detail))
-        return scored
+        return list(details.items())

@@ -241,3 +241,13 @@ def test_memory_survives_deepcopy_for_optimizers(memory):
     import copy
 
     assert copy.deepcopy(memory) is memory
+
+
+@pytest.mark.parametrize("fusion", ["rrf", "convex"])
+def test_fusion_modes_score_in_unit_range(db_path, fusion):
+    with Memory(db_path, embedder=HashEmbedder(64), retrieval={"fusion": fusion}) as memory:
+        memory.add(["Ada adopted a beagle named Pixel.", "Pixel the beagle loves walks.", "Taxes are due."], user_id="a")
+        hits = memory.search("taxes due", user_id="a")
+        assert hits[0].content == "Taxes are due."
+        assert all(0.0 <= h.details.fused <= 1.0 for h in hits)
+        assert hits[0].details.fused == pytest.approx(1.0)
