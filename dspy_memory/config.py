@@ -47,6 +47,8 @@ class RetrievalConfig(BaseModel):
     # instead of vec0, whose top-k costs O(rows * k) (measured: k=100 over 100k rows, 26 ms).
     vector_cache_min_rows: int = Field(2048, ge=0)
     vector_cache_max_rows: int = Field(4_000_000, ge=0)
+    # Run the keyword search in a worker thread while the query is embedded and searched.
+    parallel_sources: bool = True
     # Terms dropped from keyword queries (they match everything and cost the most).
     drop_stopwords: bool = True
     # On scopes larger than this many rows, BM25 scores about this many matching rows at most:

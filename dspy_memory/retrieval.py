@@ -17,7 +17,7 @@ from typing import Any
 
 from dspy_memory.config import RetrievalConfig
 from dspy_memory.embed import Embedder
-from dspy_memory.store import Store, TimeView
+from dspy_memory.store import Candidate, Store, TimeView
 from dspy_memory.store.keyword import query_terms
 from dspy_memory.timeutil import from_db, now_db
 from dspy_memory.types import Hit, Scope, ScoreDetails
@@ -118,31 +118,30 @@ class Retriever:
             return []
         config = self.config
         n = max(config.candidates, k * config.candidate_factor)
-        keyword_future = None
-        if chosen.keyword:
+        coarse = max(config.coarse_min, k * config.coarse_factor)
+
+        def dense_source() -> list[Candidate]:
+            if not chosen.dense:
+                return []
+            return self.store.dense_search(self.embedder.embed_query(query), scope, predicate, n, coarse=coarse)
+
+        def keyword_source() -> list[Candidate]:
+            if not chosen.keyword:
+                return []
             terms = query_terms(query, drop_stopwords=config.drop_stopwords, max_terms=config.max_query_terms)
-            if chosen.dense:
-                # Both sources wait mostly in SQLite, numpy or the embedding model, which release
-                # the GIL: the keyword search runs while the query is embedded and searched.
-                keyword_future = self._pool.submit(self.store.keyword_search, terms, scope, predicate, n)
-                keyword: list[tuple[Any, ...]] = []
-            else:
-                keyword = self.store.keyword_search(terms, scope, predicate, n)
+            return self.store.keyword_search(terms, scope, predicate, n)
+
+        if chosen.dense and chosen.keyword and config.parallel_sources:
+            # Both sources spend most of their time in the embedding model, numpy or SQLite,
+            # which release the GIL: the keyword side runs in a worker meanwhile.
+            future = self._pool.submit(keyword_source)
+            dense = dense_source()
+            keyword = future.result()
         else:
-            keyword = []
-        dense = (
-            self.store.dense_search(
-                self.embedder.embed_query(query), scope, predicate, n,
-                coarse=max(config.coarse_min, k * config.coarse_factor),
-            )
-            if chosen.dense
-            else []
-        )
-        if keyword_future is not None:
-            keyword = keyword_future.result()
+            dense, keyword = dense_source(), keyword_source()
         details = self._fuse(dense, keyword, chosen)
-        signals = {row[0]: row[2:] for row in (*dense, *keyword)}
-        ranked = self._rescore(details, signals, view)
+        candidates = {candidate.row_id: candidate for candidate in (*dense, *keyword)}
+        ranked = self._rescore(details, candidates, view)
         ranked.sort(key=lambda pair: pair[1]["final"], reverse=True)
         ranked = ranked[:k]
         records = self.store.records([row_id for row_id, _ in ranked], view)
@@ -161,15 +160,15 @@ class Retriever:
         ]
 
     def _fuse(
-        self, dense: list[tuple[Any, ...]], keyword: list[tuple[Any, ...]], recipe: Recipe
+        self, dense: list[Candidate], keyword: list[Candidate], recipe: Recipe
     ) -> dict[int, dict[str, Any]]:
         """ScoreDetails fields per row, with `fused` in [0, 1] (1: first in every source)."""
         config = self.config
         details: dict[int, dict[str, Any]] = {}
-        for rank, (row_id, similarity, *_) in enumerate(dense, start=1):
-            details.setdefault(row_id, {}).update(dense_rank=rank, dense_similarity=similarity)
-        for rank, (row_id, score, *_) in enumerate(keyword, start=1):
-            details.setdefault(row_id, {}).update(keyword_rank=rank, keyword_score=score)
+        for rank, candidate in enumerate(dense, start=1):
+            details.setdefault(candidate.row_id, {}).update(dense_rank=rank, dense_similarity=candidate.score)
+        for rank, candidate in enumerate(keyword, start=1):
+            details.setdefault(candidate.row_id, {}).update(keyword_rank=rank, keyword_score=candidate.score)
         dense_weight = config.dense_weight if recipe.dense else 0.0
         keyword_weight = config.keyword_weight if recipe.keyword else 0.0
         total = (dense_weight + keyword_weight) or 1.0
@@ -180,9 +179,9 @@ class Retriever:
             def keyword_part(d: dict[str, Any]) -> float:
                 return (config.rrf_k + 1) / (config.rrf_k + d["keyword_rank"])
         else:
-            sims = [row[1] for row in dense]
+            sims = [candidate.score for candidate in dense]
             low, spread = (min(sims), max(sims) - min(sims)) if sims else (0.0, 0.0)
-            top_keyword = keyword[0][1] if keyword and keyword[0][1] > 0 else 1.0
+            top_keyword = keyword[0].score if keyword and keyword[0].score > 0 else 1.0
 
             def dense_part(d: dict[str, Any]) -> float:
                 return (d["dense_similarity"] - low) / spread if spread > 0 else 1.0
@@ -201,17 +200,17 @@ class Retriever:
     def _rescore(
         self,
         details: dict[int, dict[str, Any]],
-        signals: dict[int, tuple[str, float, float]],
+        candidates: dict[int, Candidate],
         view: TimeView,
     ) -> list[tuple[int, dict[str, Any]]]:
         config = self.config
         base = max(0.0, 1.0 - config.recency_weight - config.importance_weight - config.strength_weight)
         reference = from_db(view.as_of)
         for row_id, detail in details.items():
-            when, importance, strength = signals[row_id]
-            detail["recency"] = recency(from_db(when), reference, config.recency_half_life_days)
-            detail["importance"] = importance
-            detail["strength"] = strength / (1.0 + strength)
+            candidate = candidates[row_id]
+            detail["recency"] = recency(from_db(candidate.when), reference, config.recency_half_life_days)
+            detail["importance"] = candidate.importance
+            detail["strength"] = candidate.strength / (1.0 + candidate.strength)
             detail["final"] = (
                 base * detail["fused"]
                 + config.recency_weight * detail["recency"]

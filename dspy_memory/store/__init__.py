@@ -1,7 +1,7 @@
 """The only package that speaks SQL. Nothing here imports DSPy."""
 
 from dspy_memory.store.connection import resolve_driver
-from dspy_memory.store.queries import Predicate, TimeView
+from dspy_memory.store.queries import Candidate, Predicate, TimeView
 from dspy_memory.store.store import NewMemory, Store
 
-__all__ = ["NewMemory", "Predicate", "Store", "TimeView", "resolve_driver"]
+__all__ = ["Candidate", "NewMemory", "Predicate", "Store", "TimeView", "resolve_driver"]

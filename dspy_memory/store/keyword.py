@@ -9,6 +9,8 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from dspy_memory.store.queries import CANDIDATES_FROM, SIGNAL_COLUMNS, Candidate
+
 # Letters and digits only: FTS5's unicode61 tokenizer splits on everything else, and a quoted
 # string of separators would be an empty phrase.
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
@@ -183,9 +185,8 @@ class KeywordIndex:
         params: list[Any],
         scope_rows: int,
         total_rows: int,
-    ) -> list[tuple[Any, ...]]:
-        """Best `n` rows satisfying `predicate` (over `memories m`) by BM25, as (row_id, score,
-        valid_at or created_at, importance, strength); higher scores are better."""
+    ) -> list[Candidate]:
+        """Best `n` rows satisfying `predicate` (over `memories m`) by BM25 (higher is better)."""
         match = self.plan(conn, terms, tokens, scope_rows=scope_rows, total_rows=total_rows)
         if match is None or n <= 0:
             return []
@@ -202,13 +203,11 @@ class KeywordIndex:
             kept = {
                 row[0]: row[1:]
                 for row in conn.execute(
-                    "SELECT m.row_id, ifnull(m.valid_at, m.created_at), m.importance, m.strength "
-                    "FROM json_each(?) AS candidate CROSS JOIN memories m "
-                    f"ON m.row_id = candidate.value WHERE {predicate}",
+                    f"SELECT {SIGNAL_COLUMNS} FROM {CANDIDATES_FROM} WHERE {predicate}",
                     [json.dumps([row[0] for row in ranked]), *params],
                 )
             }
-            hits = [(row_id, -rank, *kept[row_id]) for row_id, rank in ranked if row_id in kept]
+            hits = [Candidate(row_id, -rank, *kept[row_id]) for row_id, rank in ranked if row_id in kept]
             if len(hits) >= n or len(ranked) < fetch:
                 return hits[:n]
             fetch *= 4

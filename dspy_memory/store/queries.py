@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dspy_memory.timeutil import TimeLike, from_db, now_db, to_db
 from dspy_memory.types import MEMORY_KINDS, MemoryRecord, Scope
@@ -22,6 +22,9 @@ MEMORY_FROM = (
     "memories m LEFT JOIN entities subj ON subj.id = m.subject_id "
     "LEFT JOIN entities obj ON obj.id = m.object_id"
 )
+# Joins a list of row ids (bound as a JSON array) to their memories, driven by the list: without
+# CROSS JOIN the planner may scan the scope's rows instead (measured: 140 ms instead of 1 ms).
+CANDIDATES_FROM = "json_each(?) AS candidate CROSS JOIN memories m ON m.row_id = candidate.value"
 
 _COMPARISONS = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 _SCALARS = (str, int, float, bool, type(None))
@@ -151,6 +154,22 @@ def _check_scalar(key: str, op: str, value: Any) -> None:
             f"filter {key!r} {op}: values must be str, int, float, bool or None, not "
             f"{type(value).__name__}"
         )
+
+
+# What ranking needs of a candidate row, selected next to its score.
+SIGNAL_COLUMNS = "m.row_id, ifnull(m.valid_at, m.created_at), m.importance, m.strength"
+
+
+class Candidate(NamedTuple):
+    """A memory row found by one retrieval source: its raw score (higher is better) and what
+    rescoring needs. Full records are built only for the rows that make the top k (building
+    them for every candidate doubled the cost of the candidate queries)."""
+
+    row_id: int
+    score: float
+    when: str  # valid_at, else created_at: recency is measured from it
+    importance: float
+    strength: float
 
 
 def status_of(row: Any, view: TimeView) -> str:

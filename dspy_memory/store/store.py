@@ -18,6 +18,7 @@ from dspy_memory.store.connection import Connections, resolve_driver
 from dspy_memory.store.migrations import migrate
 from dspy_memory.store.queries import (
     MEMORY_COLUMNS,
+    Candidate,
     MEMORY_FROM,
     Predicate,
     TimeView,
@@ -463,9 +464,8 @@ class Store:
 
     def keyword_search(
         self, terms: list[str], scope: Scope, predicate: Predicate, n: int
-    ) -> list[tuple[Any, ...]]:
-        """BM25 over memory content: (row_id, score, valid_at or created_at, importance,
-        strength), best first."""
+    ) -> list[Candidate]:
+        """BM25 over memory content, best first."""
         with self._conns.snapshot() as conn:
             total_rows, scope_rows = self.vectors.scope_size(conn, scope.user_id)
             return self.keywords.search(
@@ -480,9 +480,9 @@ class Store:
 
     def dense_search(
         self, query: np.ndarray, scope: Scope, predicate: Predicate, n: int, *, coarse: int
-    ) -> list[tuple[Any, ...]]:
-        """Cosine similarity search: (row_id, similarity, valid_at or created_at, importance,
-        strength), best first. At least `coarse` candidates of the binary pass are rescored."""
+    ) -> list[Candidate]:
+        """Cosine similarity search, best first. At least `coarse` candidates of the binary
+        pass are rescored exactly."""
         with self._conns.snapshot() as conn:
             return self.vectors.search(
                 conn, query, n,

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from dspy_memory.store.queries import CANDIDATES_FROM, SIGNAL_COLUMNS, Candidate
+
 NO_USER = ""  # partition of memories without a user_id (never a valid user id)
 VEC_K_MAX = 4096  # sqlite-vec's largest k
 
@@ -314,11 +316,10 @@ class VectorIndex:
         predicate: str,
         params: list[Any],
         coarse: int,
-    ) -> list[tuple[Any, ...]]:
+    ) -> list[Candidate]:
         """The `n` rows most cosine-similar to `query` among rows that satisfy `predicate`
         (SQL over the `memories` table aliased `m`), rescoring at least `coarse` candidates of
-        the binary pass. Returns (row_id, similarity, valid_at or created_at, importance,
-        strength), best first."""
+        the binary pass; best first, scored by cosine similarity."""
         row_count, max_row_id = self._row_count(conn, partition)
         if row_count == 0 or n <= 0:
             return []
@@ -337,12 +338,9 @@ class VectorIndex:
                 row_count=row_count,
                 max_row_id=max_row_id,
             )
-            # CROSS JOIN: drive from the candidates, not from a scan of the scope's rows.
             rows = conn.execute(
-                "SELECT v.row_id, v.embedding, ifnull(m.valid_at, m.created_at), m.importance, "
-                "m.strength FROM json_each(?) AS candidate "
-                "CROSS JOIN memory_vectors v ON v.row_id = candidate.value "
-                f"CROSS JOIN memories m ON m.row_id = v.row_id WHERE {predicate}",
+                f"SELECT v.embedding, {SIGNAL_COLUMNS} FROM {CANDIDATES_FROM} "
+                f"CROSS JOIN memory_vectors v ON v.row_id = m.row_id WHERE {predicate}",
                 [json.dumps([row_id for row_id, _ in coarse]), *params],
             ).fetchall()
             exhausted = len(coarse) < count or count >= ceiling
@@ -352,7 +350,7 @@ class VectorIndex:
             count = min(count * 4, ceiling)
         if not rows:
             return []
-        matrix = np.frombuffer(b"".join(row[1] for row in rows), np.float32).reshape(len(rows), -1)
+        matrix = np.frombuffer(b"".join(row[0] for row in rows), np.float32).reshape(len(rows), -1)
         similarity = matrix @ query
         order = np.argsort(-similarity, kind="stable")[:n]
-        return [(rows[i][0], float(similarity[i]), *rows[i][2:]) for i in order]
+        return [Candidate(rows[i][1], float(similarity[i]), *rows[i][2:]) for i in order]
