@@ -56,6 +56,10 @@ def evaluate(
     """Evidence recall@k per recipe, overall and per category, plus search latency."""
     results: dict[str, Any] = {}
     for recipe in recipes:
+        # Each recipe pays for its own query embeddings, so latencies compare fairly.
+        clear = getattr(memory.embedder, "clear_cache", None)
+        if clear is not None:
+            clear()
         recalls: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
         latencies: list[float] = []
         skipped = 0

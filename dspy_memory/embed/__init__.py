@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from dspy_memory.embed.base import BatchedEmbedder, Embedder, text_hash
@@ -27,13 +28,10 @@ def make_embedder(spec: Any = "local", *, batch_size: int = 64, cache_size: int 
     """
     if is_embedder(spec):
         return spec
-    try:
-        import dspy
-
-        if isinstance(spec, dspy.Embedder):
-            return from_dspy_embedder(spec, batch_size=batch_size, cache_size=cache_size)
-    except ImportError:  # pragma: no cover - dspy is a core dependency
-        pass
+    # A dspy.Embedder can only exist once dspy is imported; importing it here would cost ~1 s.
+    dspy = sys.modules.get("dspy")
+    if dspy is not None and isinstance(spec, dspy.Embedder):
+        return from_dspy_embedder(spec, batch_size=batch_size, cache_size=cache_size)
     if callable(spec):
         raise TypeError(
             "a plain callable cannot name its vectors; wrap it: "

@@ -105,6 +105,10 @@ class BatchedEmbedder(ABC):
             raise TypeError(f"a query must be a string, not {type(text).__name__}")
         return self.embed([self._query_text(text)])[0]
 
+    def clear_cache(self) -> None:
+        with self._cache_lock:
+            self._cache.clear()
+
     def forget(self, texts: Sequence[str]) -> None:
         """Drop cached vectors of these texts (after their content was purged)."""
         with self._cache_lock:
