@@ -63,6 +63,7 @@ __all__ = [
     "RetrievalConfig",
     "SchemaError",
     "Scope",
+    "ScopeError",
     "ScoreDetails",
     "make_embedder",
 ]

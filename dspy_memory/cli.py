@@ -40,7 +40,9 @@ def cmd_add(args: argparse.Namespace) -> int:
     with _memory(args) as memory:
         result = memory.add(args.text, **_scope(args), at=args.at)
         for record in result.memories:
-            _print(record.model_dump(mode="json") if args.json else f"{record.id}  {record.content}", args.json)
+            _print(
+                record.model_dump(mode="json") if args.json else f"{record.id}  {record.content}", args.json
+            )
     return 0
 
 
@@ -63,7 +65,12 @@ def cmd_get(args: argparse.Namespace) -> int:
         if record is None:
             print(f"no memory with id {args.memory_id}", file=sys.stderr)
             return 1
-        _print(record.model_dump(mode="json") if args.json else f"v{record.version} [{record.status}] {record.content}", args.json)
+        _print(
+            record.model_dump(mode="json")
+            if args.json
+            else f"v{record.version} [{record.status}] {record.content}",
+            args.json,
+        )
     return 0
 
 
@@ -84,15 +91,23 @@ def cmd_history(args: argparse.Namespace) -> int:
         if args.json:
             _print([event.model_dump(mode="json") for event in events], True)
         for event in [] if args.json else events:
-            change = f"{event.old_content!r} -> {event.new_content!r}" if event.old_content else repr(event.new_content)
-            print(f"{event.created_at:%Y-%m-%d %H:%M:%S}  v{event.version}  {event.event:<10} {change}  {event.reason or ''}")
+            change = (
+                f"{event.old_content!r} -> {event.new_content!r}"
+                if event.old_content
+                else repr(event.new_content)
+            )
+            print(
+                f"{event.created_at:%Y-%m-%d %H:%M:%S}  v{event.version}  {event.event:<10} {change}  {event.reason or ''}"
+            )
     return 0
 
 
 def cmd_update(args: argparse.Namespace) -> int:
     with _memory(args) as memory:
         record = memory.update(args.memory_id, args.content, reason=args.reason, **_scope(args))
-        _print(record.model_dump(mode="json") if args.json else f"v{record.version} {record.content}", args.json)
+        _print(
+            record.model_dump(mode="json") if args.json else f"v{record.version} {record.content}", args.json
+        )
     return 0
 
 
@@ -125,8 +140,16 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name: str, help_text: str, func: Any, *, scoped: bool = True) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(func=func)
-        p.add_argument("--db", default=os.environ.get("DSPY_MEMORY_PATH", DEFAULT_DB), help="memory file (default: $DSPY_MEMORY_PATH or memory.db)")
-        p.add_argument("--embedder", default=None, help="embedder spec, e.g. local, ollama:nomic-embed-text (default: the file's own)")
+        p.add_argument(
+            "--db",
+            default=os.environ.get("DSPY_MEMORY_PATH", DEFAULT_DB),
+            help="memory file (default: $DSPY_MEMORY_PATH or memory.db)",
+        )
+        p.add_argument(
+            "--embedder",
+            default=None,
+            help="embedder spec, e.g. local, ollama:nomic-embed-text (default: the file's own)",
+        )
         p.add_argument("--json", action="store_true", help="print JSON")
         if scoped:
             p.add_argument("--user", default=None, help="user_id of the scope")
@@ -134,10 +157,15 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--run", default=None, help="run_id of the scope")
         return p
 
-    demo = sub.add_parser("demo", help="tour raw-mode memory on a shipped conversation (offline, no LM)",
-                          description="Tour raw-mode memory on a shipped conversation (offline, no LM).")
+    demo = sub.add_parser(
+        "demo",
+        help="tour raw-mode memory on a shipped conversation (offline, no LM)",
+        description="Tour raw-mode memory on a shipped conversation (offline, no LM).",
+    )
     demo.set_defaults(func=cmd_demo)
-    demo.add_argument("--db", dest="db_demo", default=None, help="keep the memory file here (default: temporary)")
+    demo.add_argument(
+        "--db", dest="db_demo", default=None, help="keep the memory file here (default: temporary)"
+    )
     demo.add_argument("--embedder", default=None, help="embedder spec (default: local MiniLM)")
 
     p = command("add", "remember a text as a memory", cmd_add)

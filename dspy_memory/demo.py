@@ -29,7 +29,10 @@ def _show_hits(hits: list[Hit], out: TextIO, limit: int = 3) -> None:
         print("   (nothing found)", file=out)
     for hit in hits[:limit]:
         memory = hit.memory
-        print(f"   {hit.score:.3f}  valid from {_date(memory.valid_at)}  [{memory.status}]  {memory.content}", file=out)
+        print(
+            f"   {hit.score:.3f}  valid from {_date(memory.valid_at)}  [{memory.status}]  {memory.content}",
+            file=out,
+        )
         for source in hit.provenance:
             who = source.name or source.role or source.source
             print(
@@ -88,18 +91,24 @@ def run_demo(db: str | None = None, *, embedder: Any = None, out: TextIO | None 
             print("\n4. A correction: Ada's cat is called Mochi. update() keeps the old version:", file=out)
             for event in memory.history(cat.id):
                 change = (
-                    f'"{event.old_content}" -> "{event.new_content}"' if event.old_content else f'"{event.new_content}"'
+                    f'"{event.old_content}" -> "{event.new_content}"'
+                    if event.old_content
+                    else f'"{event.new_content}"'
                 )
                 reason = f"  (reason: {event.reason})" if event.reason else ""
                 print(f"   v{event.version} {event.event:<6} {change}{reason}", file=out)
 
             question = "What is Ada's cat called?"
             believed = [
-                hit for hit in memory.search(question, user_id=user, k=10, known_at=before_correction)
+                hit
+                for hit in memory.search(question, user_id=user, k=10, known_at=before_correction)
                 if hit.id == cat.id
             ]
             current = [hit for hit in memory.search(question, user_id=user, k=10) if hit.id == cat.id]
-            print(f'\n5. search("{question}", known_at=<before the correction>) shows what we believed:', file=out)
+            print(
+                f'\n5. search("{question}", known_at=<before the correction>) shows what we believed:',
+                file=out,
+            )
             _show_hits(believed, out, limit=1)
             print("   and now:", file=out)
             _show_hits(current, out, limit=1)

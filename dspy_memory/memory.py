@@ -125,7 +125,7 @@ class Memory:
         scope = Scope.of(user_id, agent_id, run_id)
         episodes = self._writer.persist(messages, scope, metadata=metadata, at=at)
         memories = self._writer.process(episodes)
-        return AddResult(episodes=self.store.get_episodes([e.id for e in episodes]), memories=memories)
+        return AddResult(episodes=self.store.episodes.get_many([e.id for e in episodes]), memories=memories)
 
     def update(
         self,

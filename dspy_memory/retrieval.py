@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -60,7 +60,9 @@ def recency(when: datetime, reference: datetime, half_life_days: float) -> float
 
 
 class Retriever:
-    def __init__(self, store: Store, embedder: Embedder, config: RetrievalConfig, *, track_access: bool) -> None:
+    def __init__(
+        self, store: Store, embedder: Embedder, config: RetrievalConfig, *, track_access: bool
+    ) -> None:
         self.store = store
         self.embedder = embedder
         self.config = config
@@ -123,7 +125,9 @@ class Retriever:
         def dense_source() -> list[Candidate]:
             if not chosen.dense:
                 return []
-            return self.store.dense_search(self.embedder.embed_query(query), scope, predicate, n, coarse=coarse)
+            return self.store.dense_search(
+                self.embedder.embed_query(query), scope, predicate, n, coarse=coarse
+            )
 
         def keyword_source() -> list[Candidate]:
             if not chosen.keyword:
@@ -173,6 +177,7 @@ class Retriever:
         keyword_weight = config.keyword_weight if recipe.keyword else 0.0
         total = (dense_weight + keyword_weight) or 1.0
         if config.fusion == "rrf":
+
             def dense_part(d: dict[str, Any]) -> float:
                 return (config.rrf_k + 1) / (config.rrf_k + d["dense_rank"])
 
@@ -188,6 +193,7 @@ class Retriever:
 
             def keyword_part(d: dict[str, Any]) -> float:
                 return d["keyword_score"] / top_keyword
+
         for detail in details.values():
             fused = 0.0
             if "dense_rank" in detail:

@@ -43,8 +43,7 @@ def to_datetime(value: TimeLike, *, name: str = "time") -> datetime:
             ) from None
     else:
         raise TypeError(
-            f"{name} must be a datetime, date, ISO-8601 string or epoch seconds, "
-            f"not {type(value).__name__}"
+            f"{name} must be a datetime, date, ISO-8601 string or epoch seconds, not {type(value).__name__}"
         )
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)

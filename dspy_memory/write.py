@@ -43,9 +43,7 @@ class _Draft:
 def _message(item: Mapping[str, Any], position: int) -> _Draft:
     content = item.get("content")
     if not isinstance(content, str):
-        raise TypeError(
-            f"message {position}: 'content' must be a string, got {type(content).__name__}"
-        )
+        raise TypeError(f"message {position}: 'content' must be a string, got {type(content).__name__}")
     for key in ("role", "name"):
         if item.get(key) is not None and not isinstance(item[key], str):
             raise TypeError(f"message {position}: {key!r} must be a string")
@@ -141,7 +139,7 @@ class Writer:
             json.dumps([episode.metadata for episode in episodes])
         except TypeError as exc:
             raise TypeError(f"metadata must be JSON-serializable: {exc}") from None
-        self.store.insert_episodes(episodes)
+        self.store.episodes.insert(episodes)
         return episodes
 
     def process(self, episodes: Sequence[Episode], *, actor: str = "user") -> list[MemoryRecord]:
@@ -154,10 +152,10 @@ class Writer:
         try:
             vectors = self.embedder.embed([turn_text(episode) for episode in with_text])
         except Exception as exc:
-            self.store.mark_episodes(ids, "failed", error=f"{type(exc).__name__}: {exc}")
+            self.store.episodes.mark(ids, "failed", error=f"{type(exc).__name__}: {exc}")
             raise
         with self.store.transaction():
-            already = self.store.episodes_with_memories(ids)
+            already = self.store.episodes.with_memories(ids)
             items = [
                 NewMemory(
                     id=str(uuid.uuid4()),
@@ -176,7 +174,7 @@ class Writer:
                 if episode.id not in already
             ]
             row_ids = self.store.insert_memories(items, actor=actor)
-            self.store.mark_episodes(ids, "done")
+            self.store.episodes.mark(ids, "done")
             records = self.store.records(row_ids, TimeView.at())
         return [records[row_id] for row_id in row_ids]
 
@@ -184,7 +182,7 @@ class Writer:
         """Replay episodes left pending or failed (older than `grace_seconds`, so episodes that
         another writer is processing right now are left alone). Returns how many were done."""
         cutoff = to_db(utcnow().timestamp() - grace_seconds) or now_db()
-        pending = self.store.unfinished_episodes(ingested_before=cutoff, limit=limit)
+        pending = self.store.episodes.unfinished(ingested_before=cutoff, limit=limit)
         if pending:
             self.process(pending, actor="system")
         return len(pending)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import random
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -114,8 +113,12 @@ def search_latency(memory: Memory, queries: list[tuple[str, str]], recipe: str) 
     ]
 
 
-def dense_recall(memory: Memory, queries: list[tuple[str, str]], vectors: dict[str, np.ndarray],
-                 scope_texts: dict[str, list[str]]) -> float:
+def dense_recall(
+    memory: Memory,
+    queries: list[tuple[str, str]],
+    vectors: dict[str, np.ndarray],
+    scope_texts: dict[str, list[str]],
+) -> float:
     """Recall@10 of the dense recipe against exact cosine over the whole scope."""
     recalls = []
     for question, user in queries:
@@ -134,7 +137,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     corpus = generate(largest + extra, seed=args.seed)
     texts = [item.text for item in corpus[:largest]]
     fresh_texts = [item.text for item in corpus[largest:]]
-    model: BatchedEmbedder = LocalEmbedder(cache_size=0) if args.vectors == "minilm" else HashEmbedder(384, cache_size=0)
+    model: BatchedEmbedder = (
+        LocalEmbedder(cache_size=0) if args.vectors == "minilm" else HashEmbedder(384, cache_size=0)
+    )
     rng = random.Random(args.seed)
     picks = {size: rng.sample(range(size), min(args.queries, size)) for size in sizes}
     questions = list(dict.fromkeys(corpus[i].question for chosen in picks.values() for i in chosen))
@@ -159,7 +164,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     (corpus[i].question, f"user-{i % SCOPES_SPREAD if spread else 0}") for i in picks[size]
                 ]
                 config: dict[str, Any] = {
-                    "size": size, "layout": layout,
+                    "size": size,
+                    "layout": layout,
                     "memories_in_searched_scope": size // SCOPES_SPREAD if spread else size,
                     "add_per_s_precomputed": add_rate,
                     "file_mb": Path(db).stat().st_size / 1e6,
@@ -168,7 +174,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for recipe in RECIPES:
                     latencies = search_latency(memory, queries, recipe)
                     config["search_ms"][f"{recipe} excl. embedding"] = {
-                        "p50": percentile(latencies, 50), "p95": percentile(latencies, 95)
+                        "p50": percentile(latencies, 50),
+                        "p95": percentile(latencies, 95),
                     }
                 config["dense_recall_at_10"] = dense_recall(memory, queries[:100], vectors, scope_texts)
                 memory.close()
@@ -177,12 +184,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         for recipe in RECIPES:
                             latencies = search_latency(live, queries[: args.queries_with_embedding], recipe)
                             config["search_ms"][f"{recipe} incl. embedding"] = {
-                                "p50": percentile(latencies, 50), "p95": percentile(latencies, 95)
+                                "p50": percentile(latencies, 50),
+                                "p95": percentile(latencies, 95),
                             }
                 results["configs"].append(config)
                 print(f"done: {size} memories, {layout}", flush=True)
 
-        live_model = LocalEmbedder(cache_size=0) if args.vectors == "minilm" else HashEmbedder(384, cache_size=0)
+        live_model = (
+            LocalEmbedder(cache_size=0) if args.vectors == "minilm" else HashEmbedder(384, cache_size=0)
+        )
         with Memory(str(Path(tmp) / "e2e.db"), embedder=live_model) as live:
             live.add(fresh_texts[:8], user_id="warm-up")  # loads the model outside the timing
             batched = fresh_texts[8 : 8 + args.e2e_memories]
@@ -195,7 +205,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 begin = time.perf_counter()
                 live.add(text, user_id="user-single")
                 single.append((time.perf_counter() - begin) * 1000)
-            results["single_add_ms_with_model"] = {"p50": percentile(single, 50), "p95": percentile(single, 95)}
+            results["single_add_ms_with_model"] = {
+                "p50": percentile(single, 50),
+                "p95": percentile(single, 95),
+            }
     return results
 
 
@@ -203,18 +216,28 @@ def report(results: dict[str, Any]) -> None:
     rows = []
     for config in results["configs"]:
         for name, latency in config["search_ms"].items():
-            rows.append([
-                config["size"], config["layout"], config["memories_in_searched_scope"], name,
-                latency["p50"], latency["p95"],
-            ])
+            rows.append(
+                [
+                    config["size"],
+                    config["layout"],
+                    config["memories_in_searched_scope"],
+                    name,
+                    latency["p50"],
+                    latency["p95"],
+                ]
+            )
     print(f"\nSearch latency, warm, k=10 (vectors: {results['vectors']})\n")
     print(table(["memories", "layout", "in scope", "recipe", "p50 ms", "p95 ms"], rows))
     print("\nWrites and dense quality\n")
-    print(table(
-        ["memories", "layout", "add/s (precomputed vectors)", "dense recall@10 vs exact", "file MB"],
-        [[c["size"], c["layout"], c["add_per_s_precomputed"], c["dense_recall_at_10"], c["file_mb"]]
-         for c in results["configs"]],
-    ))
+    print(
+        table(
+            ["memories", "layout", "add/s (precomputed vectors)", "dense recall@10 vs exact", "file MB"],
+            [
+                [c["size"], c["layout"], c["add_per_s_precomputed"], c["dense_recall_at_10"], c["file_mb"]]
+                for c in results["configs"]
+            ],
+        )
+    )
     single = results["single_add_ms_with_model"]
     print(
         f"\nWith the model in the loop: batched add {results['batched_add_per_s_with_model']:.0f} "
@@ -223,16 +246,24 @@ def report(results: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--queries", type=int, default=200, help="queries per configuration")
     parser.add_argument("--queries-with-embedding", type=int, default=100)
     parser.add_argument("--batch", type=int, default=1000, help="messages per add() when loading")
-    parser.add_argument("--e2e-memories", type=int, default=2000, help="memories added with the model, batched")
+    parser.add_argument(
+        "--e2e-memories", type=int, default=2000, help="memories added with the model, batched"
+    )
     parser.add_argument("--e2e-batch", type=int, default=100, help="messages per add() with the model")
     parser.add_argument("--single-adds", type=int, default=100, help="single-message adds with the model")
-    parser.add_argument("--vectors", choices=("minilm", "test"), default="minilm",
-                        help="minilm: real MiniLM vectors; test: hash vectors (smoke runs only)")
+    parser.add_argument(
+        "--vectors",
+        choices=("minilm", "test"),
+        default="minilm",
+        help="minilm: real MiniLM vectors; test: hash vectors (smoke runs only)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tmp", default=None, help="folder for the benchmark databases")
     parser.add_argument("--out", default=str(RESULTS_DIR / "bench_store.json"))
@@ -243,9 +274,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     write_json(args.out, results)
     groups = [f"{c['size'] // 1000}k {c['layout']}" for c in results["configs"]]
     bar_chart(
-        args.plot, groups,
-        {recipe: [c["search_ms"][f"{recipe} excl. embedding"]["p50"] for c in results["configs"]] for recipe in RECIPES},
-        title="Search p50, warm, excluding query embedding", ylabel="ms (log scale)", log=True,
+        args.plot,
+        groups,
+        {
+            recipe: [c["search_ms"][f"{recipe} excl. embedding"]["p50"] for c in results["configs"]]
+            for recipe in RECIPES
+        },
+        title="Search p50, warm, excluding query embedding",
+        ylabel="ms (log scale)",
+        log=True,
     )
     print(f"\nwrote {args.out} and {args.plot}")
     return results

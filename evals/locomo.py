@@ -104,7 +104,9 @@ def _conversation(record: dict) -> Conversation:
     raw = record["conversation"]
     sessions = []
     numbers = sorted(
-        int(match.group(1)) for key in raw if (match := _SESSION_KEY.match(key)) and isinstance(raw[key], list)
+        int(match.group(1))
+        for key in raw
+        if (match := _SESSION_KEY.match(key)) and isinstance(raw[key], list)
     )
     for number in numbers:
         turns = [
@@ -147,7 +149,9 @@ def load_locomo(path: str | Path) -> list[Conversation]:
         )
     with path.open(encoding="utf-8") as handle:
         data = json.load(handle)
-    if not isinstance(data, list) or not all(isinstance(item, dict) and "conversation" in item for item in data):
+    if not isinstance(data, list) or not all(
+        isinstance(item, dict) and "conversation" in item for item in data
+    ):
         raise ValueError(f"{path} is not in the LoCoMo format (a list of conversations)")
     return [_conversation(record) for record in data]
 

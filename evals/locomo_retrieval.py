@@ -26,7 +26,9 @@ KS = (5, 10, 20)
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev5.json"
 
 
-def index_conversation(memory: Memory, conversation: Conversation, *, speaker: bool = True, caption: bool = True) -> int:
+def index_conversation(
+    memory: Memory, conversation: Conversation, *, speaker: bool = True, caption: bool = True
+) -> int:
     """Add every turn of a conversation as a memory; returns the number of turns."""
     count = 0
     for session in conversation.sessions:
@@ -73,7 +75,9 @@ def evaluate(
                     skipped += 1
                     continue
                 start = time.perf_counter()
-                hits = memory.search(question.question, user_id=conversation.sample_id, k=max(ks), recipe=recipe)
+                hits = memory.search(
+                    question.question, user_id=conversation.sample_id, k=max(ks), recipe=recipe
+                )
                 latencies.append((time.perf_counter() - start) * 1000)
                 ranked = [hit.memory.metadata.get("dia_id") for hit in hits]
                 for k in ks:
@@ -94,7 +98,9 @@ def evaluate(
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data", default=str(DEFAULT_DATA), help="LoCoMo JSON file")
     parser.add_argument("--embedder", default="local", help="embedder spec (default: local MiniLM)")
     parser.add_argument("--recipes", default="keyword,dense,hybrid", help="comma-separated recipes")
@@ -133,10 +139,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     print(table(["recipe", "category", "questions", *(f"R@{k}" for k in KS)], rows))
     print()
-    print(table(
-        ["recipe", "search p50 ms", "search p95 ms"],
-        [[recipe, r["search_ms_p50"], r["search_ms_p95"]] for recipe, r in results.items()],
-    ))
+    print(
+        table(
+            ["recipe", "search p50 ms", "search p95 ms"],
+            [[recipe, r["search_ms_p50"], r["search_ms_p95"]] for recipe, r in results.items()],
+        )
+    )
     report = {
         "data": str(args.data),
         "embedder": embedder,
@@ -152,7 +160,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     bar_chart(
         args.plot,
         groups,
-        {recipe: [r["recall"].get(group, {}).get("R@10", 0.0) for group in groups] for recipe, r in results.items()},
+        {
+            recipe: [r["recall"].get(group, {}).get("R@10", 0.0) for group in groups]
+            for recipe, r in results.items()
+        },
         title="LoCoMo evidence recall@10 (no LM)",
         ylabel="recall@10",
     )

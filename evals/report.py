@@ -16,7 +16,10 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A plain-text table (also valid Markdown)."""
     cells = [[_cell(value) for value in row] for row in rows]
-    widths = [max(len(str(h)), *(len(row[i]) for row in cells)) if cells else len(str(h)) for i, h in enumerate(headers)]
+    widths = [
+        max(len(str(h)), *(len(row[i]) for row in cells)) if cells else len(str(h))
+        for i, h in enumerate(headers)
+    ]
     line = lambda values: "| " + " | ".join(str(v).ljust(w) for v, w in zip(values, widths)) + " |"  # noqa: E731
     return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, cells)])
 

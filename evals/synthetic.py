@@ -42,9 +42,7 @@ FOODS = (
 ).split()
 PETS = "dog cat parrot rabbit tortoise hamster ferret goldfish".split()
 PET_NAMES = "Pixel Biscuit Mango Pepper Nimbus Waffles Comet Juniper Olive Ziggy Maple Tofu".split()
-MONTHS = (
-    "January February March April May June July August September October November December"
-).split()
+MONTHS = ("January February March April May June July August September October November December").split()
 RELATIONS = "sister brother mother father cousin friend neighbor colleague".split()
 INSTRUMENTS = "violin cello piano ukulele drums saxophone trumpet harp banjo flute".split()
 LANGUAGES = "Portuguese Japanese Swahili Norwegian Turkish Polish Korean Italian Greek Dutch".split()
@@ -59,15 +57,30 @@ TEMPLATES = (
     ("{a} is learning to play the {instrument} with help from {b}.", "Which instrument is {a} learning?"),
     ("{a} visited {city} with {b} for a {activity} trip in {month}.", "Who went to {city} with {a}?"),
     ("{a} is studying {language} to prepare for a move to {city}.", "Which language is {a} studying?"),
-    ("{a} ran a half marathon in {city} on {day} {month} {year}.", "When did {a} run a half marathon in {city}?"),
+    (
+        "{a} ran a half marathon in {city} on {day} {month} {year}.",
+        "When did {a} run a half marathon in {city}?",
+    ),
     ("{a} is allergic to {food} and avoids it at {org} lunches.", "What is {a} allergic to?"),
     ("{a} met {b} at a {activity} meetup in {city} last {month}.", "Where did {a} meet {b}?"),
     ("{a} gave a talk about {activity} at {org} in {month} {year}.", "What did {a} talk about at {org}?"),
-    ("{a} bought a used car from {b} for {price} dollars in {month}.", "How much did {a} pay {b} for the car?"),
-    ("{a} plans to spend {month} {year} hiking near {city} with {b}.", "Where is {a} hiking in {month} {year}?"),
-    ("{a}'s favorite {food} place in {city} closed in {month} {year}.", "Which place of {a} closed in {city}?"),
+    (
+        "{a} bought a used car from {b} for {price} dollars in {month}.",
+        "How much did {a} pay {b} for the car?",
+    ),
+    (
+        "{a} plans to spend {month} {year} hiking near {city} with {b}.",
+        "Where is {a} hiking in {month} {year}?",
+    ),
+    (
+        "{a}'s favorite {food} place in {city} closed in {month} {year}.",
+        "Which place of {a} closed in {city}?",
+    ),
     ("{a} switched from {org} to {org2} as a senior {job} in {year}.", "Where did {a} work before {org2}?"),
-    ("{a} teaches {language} to {b}'s children on {weekday} evenings.", "What does {a} teach {b}'s children?"),
+    (
+        "{a} teaches {language} to {b}'s children on {weekday} evenings.",
+        "What does {a} teach {b}'s children?",
+    ),
     ("{a} broke a wrist while {activity} in {city} during {month} {year}.", "How did {a} break a wrist?"),
     ("{a} and {b} got married in {city} on {day} {month} {year}.", "Where did {a} and {b} get married?"),
 )
@@ -94,12 +107,24 @@ def generate(count: int, *, seed: int = 0) -> list[SyntheticMemory]:
         org, org2 = rng.sample(ORGS, 2)
         food, food2 = rng.sample(FOODS, 2)
         slots = {
-            "a": _person(rng), "b": _person(rng), "city": rng.choice(CITIES), "org": org,
-            "org2": org2, "job": rng.choice(JOBS), "activity": rng.choice(ACTIVITIES),
-            "food": food, "food2": food2, "pet": rng.choice(PETS), "pet_name": rng.choice(PET_NAMES),
-            "month": rng.choice(MONTHS), "year": rng.randint(2015, 2025), "day": rng.randint(1, 28),
-            "relation": rng.choice(RELATIONS), "instrument": rng.choice(INSTRUMENTS),
-            "language": rng.choice(LANGUAGES), "price": rng.randrange(2000, 30000, 250),
+            "a": _person(rng),
+            "b": _person(rng),
+            "city": rng.choice(CITIES),
+            "org": org,
+            "org2": org2,
+            "job": rng.choice(JOBS),
+            "activity": rng.choice(ACTIVITIES),
+            "food": food,
+            "food2": food2,
+            "pet": rng.choice(PETS),
+            "pet_name": rng.choice(PET_NAMES),
+            "month": rng.choice(MONTHS),
+            "year": rng.randint(2015, 2025),
+            "day": rng.randint(1, 28),
+            "relation": rng.choice(RELATIONS),
+            "instrument": rng.choice(INSTRUMENTS),
+            "language": rng.choice(LANGUAGES),
+            "price": rng.randrange(2000, 30000, 250),
             "weekday": rng.choice(WEEKDAYS),
         }
         text = text_template.format(**slots)

@@ -42,7 +42,8 @@ def embedding_server(kind: str, *, dim: int = 32, behaviour: str = "ok"):
                     "object": "list",
                     "model": body["model"],
                     "data": [
-                        {"object": "embedding", "index": i, "embedding": v} for i, v in reversed(list(enumerate(vectors)))
+                        {"object": "embedding", "index": i, "embedding": v}
+                        for i, v in reversed(list(enumerate(vectors)))
                     ],
                     "usage": {"prompt_tokens": 1, "total_tokens": 1},
                 }

@@ -55,7 +55,14 @@ def test_errors_are_short_messages_not_tracebacks(tmp_path, capsys):
 def test_demo_runs_offline_with_the_test_embedder(capsys):
     assert main(["demo", "--embedder", "test"]) == 0
     out = capsys.readouterr().out
-    for step in ("1. Remembered", "2. search", "3. Time travel", "4. A correction", "5. search(", "6. The file"):
+    for step in (
+        "1. Remembered",
+        "2. search",
+        "3. Time travel",
+        "4. A correction",
+        "5. search(",
+        "6. The file",
+    ):
         assert step in out
 
 

@@ -4,14 +4,23 @@ import numpy as np
 import pytest
 
 from dspy_memory import EmbeddingError, Memory
-from dspy_memory.embed import CallableEmbedder, HashEmbedder, LocalEmbedder, OllamaEmbedder, OpenAIEmbedder, make_embedder
+from dspy_memory.embed import (
+    CallableEmbedder,
+    HashEmbedder,
+    LocalEmbedder,
+    OllamaEmbedder,
+    OpenAIEmbedder,
+    make_embedder,
+)
 from tests.fakes import embedding_server
 
 
 def test_hash_embedder_is_deterministic_normalized_and_word_sensitive():
     a, b = HashEmbedder(64), HashEmbedder(64)
     vectors = a.embed(["Ada moved to Denver", "Ada moved to Denver", "quarterly tax forms"])
-    assert np.allclose(vectors, b.embed(["Ada moved to Denver", "Ada moved to Denver", "quarterly tax forms"]))
+    assert np.allclose(
+        vectors, b.embed(["Ada moved to Denver", "Ada moved to Denver", "quarterly tax forms"])
+    )
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert vectors[0] @ vectors[1] > 0.99
     assert vectors[0] @ vectors[2] < 0.5
@@ -79,7 +88,9 @@ def test_dspy_embedder_is_wrapped_with_its_model_name():
     assert wrapped.name == "dspy:openai/text-embedding-3-small"
     with pytest.raises(ValueError, match="pass a name"):
         make_embedder(dspy.Embedder(lambda texts: HashEmbedder(8).embed(texts), caching=False))
-    named = CallableEmbedder(dspy.Embedder(lambda texts: HashEmbedder(8, cache_size=0).embed(texts), caching=False), name="mine")
+    named = CallableEmbedder(
+        dspy.Embedder(lambda texts: HashEmbedder(8, cache_size=0).embed(texts), caching=False), name="mine"
+    )
     assert named.dim == 8 and named.embed(["x"]).shape == (1, 8)
 
 
@@ -111,7 +122,9 @@ def test_ollama_down_or_broken_is_a_clear_error():
 def test_openai_embedder_against_a_loopback_server():
     pytest.importorskip("openai")
     with embedding_server("openai", dim=24) as (url, requests):
-        embedder = OpenAIEmbedder("text-embedding-3-small", dimensions=24, api_key="sk-test", base_url=f"{url}/v1")
+        embedder = OpenAIEmbedder(
+            "text-embedding-3-small", dimensions=24, api_key="sk-test", base_url=f"{url}/v1"
+        )
         vectors = embedder.embed(["first", "second"])
         assert vectors.shape == (2, 24)
         # The server answers out of order; vectors follow their index.
@@ -121,4 +134,6 @@ def test_openai_embedder_against_a_loopback_server():
         assert embedder.name == "openai:text-embedding-3-small|dimensions=24"
     with embedding_server("openai", dim=24, behaviour="not-numbers") as (url, _):
         with pytest.raises(EmbeddingError):
-            OpenAIEmbedder("text-embedding-3-small", dimensions=24, api_key="k", base_url=f"{url}/v1").embed(["x"])
+            OpenAIEmbedder("text-embedding-3-small", dimensions=24, api_key="k", base_url=f"{url}/v1").embed(
+                ["x"]
+            )

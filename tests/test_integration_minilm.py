@@ -15,14 +15,20 @@ def test_local_model_loads_offline_and_matches_sentence_transformers(minilm):
 
     assert minilm.name == f"local:{MINILM}" and minilm.dim == 384
     texts = ["Ada moved to Denver.", "The cat sleeps on the sofa."]
-    direct = SentenceTransformer(str(offline_model_path(MINILM)), device="cpu").encode(texts, normalize_embeddings=True)
+    direct = SentenceTransformer(str(offline_model_path(MINILM)), device="cpu").encode(
+        texts, normalize_embeddings=True
+    )
     assert np.allclose(minilm.embed(texts), direct, atol=1e-5)
 
 
 def test_semantic_search_finds_paraphrases(tmp_path, minilm):
     with Memory(str(tmp_path / "m.db"), embedder=minilm) as memory:
         memory.add(
-            ["My cat Miso sleeps all day.", "I work night shifts at the hospital.", "The quarterly report is late."],
+            [
+                "My cat Miso sleeps all day.",
+                "I work night shifts at the hospital.",
+                "The quarterly report is late.",
+            ],
             user_id="ada",
         )
         hits = memory.search("feline pet", user_id="ada", recipe="dense")

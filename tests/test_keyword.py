@@ -9,18 +9,50 @@ from dspy_memory.embed import HashEmbedder
 from dspy_memory.store.keyword import match_expression, query_terms
 
 HOSTILE = [
-    '"', '""', "'", 'foo" OR "bar', "AND", "OR", "NOT", "NEAR(", "NEAR(a b, 3)", "a AND", "OR OR OR",
-    "*", "pre*", ":", "content:secret", "scope:u123", "((", "())", "a) OR (b", "^start", "-", "+",
-    "🙂", "🙂🙂 emoji only 🎉", "café naïve", "日本語のテキスト", "\x00", "\n\t", "", "   ",
-    "x" * 10_000, " ".join(["word"] * 500), "SELECT * FROM memories; --", "{content}: x",
+    '"',
+    '""',
+    "'",
+    'foo" OR "bar',
+    "AND",
+    "OR",
+    "NOT",
+    "NEAR(",
+    "NEAR(a b, 3)",
+    "a AND",
+    "OR OR OR",
+    "*",
+    "pre*",
+    ":",
+    "content:secret",
+    "scope:u123",
+    "((",
+    "())",
+    "a) OR (b",
+    "^start",
+    "-",
+    "+",
+    "🙂",
+    "🙂🙂 emoji only 🎉",
+    "café naïve",
+    "日本語のテキスト",
+    "\x00",
+    "\n\t",
+    "",
+    "   ",
+    "x" * 10_000,
+    " ".join(["word"] * 500),
+    "SELECT * FROM memories; --",
+    "{content}: x",
 ]
 
 
 @pytest.fixture(scope="module")
 def filled(tmp_path_factory):
     memory = Memory(str(tmp_path_factory.mktemp("kw") / "m.db"), embedder=HashEmbedder(32))
-    memory.add(["Ada said: NEAR the river AND the mill", "café au lait", "日本語のテキスト", "quote \" inside"],
-               user_id="ada")
+    memory.add(
+        ["Ada said: NEAR the river AND the mill", "café au lait", "日本語のテキスト", 'quote " inside'],
+        user_id="ada",
+    )
     yield memory
     memory.close()
 
@@ -70,7 +102,9 @@ def test_large_scopes_score_rare_terms_within_a_budget(tmp_path):
     plan = memory.store.keywords.plan
     with memory.store.snapshot() as conn:
         # "program" is rare (1 row): it alone selects; "gardening" (61 rows) does not.
-        assert plan(conn, ["gardening", "program"], [], scope_rows=63, total_rows=63) == 'content : ("program")'
+        assert (
+            plan(conn, ["gardening", "program"], [], scope_rows=63, total_rows=63) == 'content : ("program")'
+        )
         # every term common: all are required.
         assert plan(conn, ["gardening", "weather"], [], scope_rows=63, total_rows=63) == (
             'content : ("gardening" AND "weather")'
@@ -79,7 +113,9 @@ def test_large_scopes_score_rare_terms_within_a_budget(tmp_path):
         assert plan(conn, ["zzzz"], [], scope_rows=63, total_rows=63) is None
     hits = memory.search("gardening program", user_id="u", recipe="keyword")
     assert hits[0].content == "Ada Lovelace wrote the first program"
-    assert [h.content for h in memory.search("Ada gardening", user_id="u", recipe="keyword")][:1] == ["Ada likes gardening"]
+    assert [h.content for h in memory.search("Ada gardening", user_id="u", recipe="keyword")][:1] == [
+        "Ada likes gardening"
+    ]
     memory.close()
 
 

@@ -14,9 +14,19 @@ MINI = [
             "speaker_b": "Melanie",
             "session_1_date_time": "1:56 pm on 8 May, 2023",
             "session_1": [
-                {"speaker": "Caroline", "dia_id": "D1:1", "text": "I went to an LGBTQ support group yesterday."},
-                {"speaker": "Melanie", "dia_id": "D1:2", "text": "That sounds wonderful!",
-                 "blip_caption": "a photo of a sunset over the lake", "img_url": ["x"], "query": "sunset"},
+                {
+                    "speaker": "Caroline",
+                    "dia_id": "D1:1",
+                    "text": "I went to an LGBTQ support group yesterday.",
+                },
+                {
+                    "speaker": "Melanie",
+                    "dia_id": "D1:2",
+                    "text": "That sounds wonderful!",
+                    "blip_caption": "a photo of a sunset over the lake",
+                    "img_url": ["x"],
+                    "query": "sunset",
+                },
             ],
             "session_2_date_time": "7:55 pm on 9 June, 2023",
             "session_10_date_time": "1:00 pm on 1 July, 2023",
@@ -26,14 +36,35 @@ MINI = [
             ],
         },
         "qa": [
-            {"question": "When did Caroline go to the LGBTQ support group?", "answer": "7 May 2023",
-             "evidence": ["D1:1"], "category": 2},
-            {"question": "When did Melanie paint a sunrise?", "answer": 2022, "evidence": ["D02:01; D1:2"], "category": 2},
-            {"question": "What is Caroline researching?", "answer": "Adoption agencies", "evidence": ["D2:2", "D", "D:11:26"], "category": 4},
-            {"question": "What did Melanie say about adoption?", "adversarial_answer": "nothing", "evidence": ["D2:2"], "category": 5},
+            {
+                "question": "When did Caroline go to the LGBTQ support group?",
+                "answer": "7 May 2023",
+                "evidence": ["D1:1"],
+                "category": 2,
+            },
+            {
+                "question": "When did Melanie paint a sunrise?",
+                "answer": 2022,
+                "evidence": ["D02:01; D1:2"],
+                "category": 2,
+            },
+            {
+                "question": "What is Caroline researching?",
+                "answer": "Adoption agencies",
+                "evidence": ["D2:2", "D", "D:11:26"],
+                "category": 4,
+            },
+            {
+                "question": "What did Melanie say about adoption?",
+                "adversarial_answer": "nothing",
+                "evidence": ["D2:2"],
+                "category": 5,
+            },
             {"question": "Broken evidence only", "answer": "x", "evidence": ["D9:9"], "category": 1},
         ],
-        "observation": {}, "event_summary": {}, "session_summary": {},
+        "observation": {},
+        "event_summary": {},
+        "session_summary": {},
     }
 ]
 
@@ -49,7 +80,10 @@ def test_loader_normalizes_the_released_format(mini_file):
     [conversation] = load_locomo(mini_file)
     assert [s.index for s in conversation.sessions] == [1, 2]  # session 10 has a date but no turns
     assert conversation.sessions[0].date_time.isoformat() == "2023-05-08T13:56:00+00:00"
-    assert conversation.turns[1].content() == "That sounds wonderful! [shared a photo: a photo of a sunset over the lake]"
+    assert (
+        conversation.turns[1].content()
+        == "That sounds wonderful! [shared a photo: a photo of a sunset over the lake]"
+    )
     questions = conversation.questions
     assert questions[1].answer == "2022" and questions[1].evidence == ["D2:1", "D1:2"]
     assert questions[2].evidence == ["D2:2"]
@@ -64,8 +98,18 @@ def test_helpers():
 
 
 def test_retrieval_eval_end_to_end(mini_file, tmp_path, capsys):
-    report = main(["--data", str(mini_file), "--embedder", "test", "--out", str(tmp_path / "r.json"),
-                   "--plot", str(tmp_path / "r.png")])
+    report = main(
+        [
+            "--data",
+            str(mini_file),
+            "--embedder",
+            "test",
+            "--out",
+            str(tmp_path / "r.json"),
+            "--plot",
+            str(tmp_path / "r.png"),
+        ]
+    )
     assert (tmp_path / "r.png").stat().st_size > 0
     saved = json.loads((tmp_path / "r.json").read_text())
     assert saved["turns"] == 4

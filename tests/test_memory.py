@@ -13,7 +13,12 @@ def test_add_text_messages_and_json(memory):
 
     chat = memory.add(
         [
-            {"role": "user", "name": "Ada", "content": "My cat is called Miso.", "metadata": {"topic": "pets"}},
+            {
+                "role": "user",
+                "name": "Ada",
+                "content": "My cat is called Miso.",
+                "metadata": {"topic": "pets"},
+            },
             {"role": "assistant", "content": "Cute name!"},
         ],
         user_id="ada",
@@ -69,13 +74,19 @@ def test_scope_is_required_and_validated(memory):
 
 
 def test_blank_messages_are_kept_as_episodes_but_not_memories(memory):
-    result = memory.add([{"role": "user", "content": "   "}, {"role": "user", "content": "real"}], user_id="ada")
+    result = memory.add(
+        [{"role": "user", "content": "   "}, {"role": "user", "content": "real"}], user_id="ada"
+    )
     assert len(result.episodes) == 2 and len(result.memories) == 1
 
 
 def test_search_returns_typed_hits_with_details_times_and_provenance(memory):
-    memory.add([{"role": "user", "name": "Ada", "content": "I live in Denver and work at Denver Health."}],
-               user_id="ada", at="2024-05-02", metadata={"src": "chat"})
+    memory.add(
+        [{"role": "user", "name": "Ada", "content": "I live in Denver and work at Denver Health."}],
+        user_id="ada",
+        at="2024-05-02",
+        metadata={"src": "chat"},
+    )
     memory.add("I love hiking in the Rockies.", user_id="ada", at="2024-06-01")
     hits = memory.search("Where does Ada live? Denver", user_id="ada", k=5)
     top = hits[0]
@@ -133,15 +144,22 @@ def test_omitted_scope_ids_are_wildcards(memory):
 
 def test_get_all_filters_kinds_and_paging(memory):
     for i in range(7):
-        memory.add(f"fact number {i}", user_id="ada", metadata={"i": i, "even": i % 2 == 0, "tag": "t" if i < 3 else "u"},
-                   at=f"2024-01-0{i + 1}")
+        memory.add(
+            f"fact number {i}",
+            user_id="ada",
+            metadata={"i": i, "even": i % 2 == 0, "tag": "t" if i < 3 else "u"},
+            at=f"2024-01-0{i + 1}",
+        )
     everything = memory.get_all(user_id="ada")
     assert [m.content for m in everything][:2] == ["fact number 6", "fact number 5"]
     page = memory.get_all(user_id="ada", limit=3, offset=3)
     assert [m.content for m in page] == ["fact number 3", "fact number 2", "fact number 1"]
     assert {m.metadata["i"] for m in memory.get_all(user_id="ada", filters={"even": True})} == {0, 2, 4, 6}
     assert {m.metadata["i"] for m in memory.get_all(user_id="ada", filters={"i": {"$gte": 5}})} == {5, 6}
-    assert {m.metadata["i"] for m in memory.get_all(user_id="ada", filters={"tag": {"$in": ["t"]}, "i": {"$ne": 0}})} == {1, 2}
+    assert {
+        m.metadata["i"]
+        for m in memory.get_all(user_id="ada", filters={"tag": {"$in": ["t"]}, "i": {"$ne": 0}})
+    } == {1, 2}
     assert memory.get_all(user_id="ada", filters={"missing": {"$exists": True}}) == []
     assert len(memory.get_all(user_id="ada", filters={"missing": None})) == 7
     assert memory.get_all(user_id="ada", kinds=["fact"]) == []
@@ -184,7 +202,9 @@ def test_known_at_sees_what_was_believed_then(memory):
     original = memory.add("The meeting is on Monday.", user_id="ada").memories[0]
     before = datetime.now(timezone.utc)
     memory.update(original.id, "The meeting is on Tuesday.")
-    assert [h.content for h in memory.search("meeting", user_id="ada", known_at=before)] == ["The meeting is on Monday."]
+    assert [h.content for h in memory.search("meeting", user_id="ada", known_at=before)] == [
+        "The meeting is on Monday."
+    ]
     assert [h.content for h in memory.search("meeting", user_id="ada")] == ["The meeting is on Tuesday."]
     old = memory.get_all(user_id="ada", known_at=before)
     assert [m.content for m in old] == ["The meeting is on Monday."]
@@ -196,7 +216,10 @@ def test_as_of_sees_what_was_true_at_a_world_time(memory):
     memory.add("I moved to Denver.", user_id="ada", at="2024-04-01")
     early = memory.search("live", user_id="ada", as_of="2023-12-31")
     assert [h.content for h in early] == ["I live in Boston."]
-    assert {h.content for h in memory.search("live Denver Boston", user_id="ada")} == {"I live in Boston.", "I moved to Denver."}
+    assert {h.content for h in memory.search("live Denver Boston", user_id="ada")} == {
+        "I live in Boston.",
+        "I moved to Denver.",
+    }
     assert memory.search("live", user_id="ada", as_of="2020-01-01") == []
 
 
@@ -246,7 +269,10 @@ def test_memory_survives_deepcopy_for_optimizers(memory):
 @pytest.mark.parametrize("fusion", ["rrf", "convex"])
 def test_fusion_modes_score_in_unit_range(db_path, fusion):
     with Memory(db_path, embedder=HashEmbedder(64), retrieval={"fusion": fusion}) as memory:
-        memory.add(["Ada adopted a beagle named Pixel.", "Pixel the beagle loves walks.", "Taxes are due."], user_id="a")
+        memory.add(
+            ["Ada adopted a beagle named Pixel.", "Pixel the beagle loves walks.", "Taxes are due."],
+            user_id="a",
+        )
         hits = memory.search("taxes due", user_id="a")
         assert hits[0].content == "Taxes are due."
         assert all(0.0 <= h.details.fused <= 1.0 for h in hits)

@@ -23,7 +23,7 @@ def test_input_is_kept_when_embedding_fails_and_replayed_on_next_open(db_path):
     memory = Memory(db_path, embedder=flaky)
     with pytest.raises(EmbeddingError, match="unreachable"):
         memory.add([{"role": "user", "content": "I moved to Denver."}], user_id="ada")
-    [episode] = memory.store.list_episodes(memory_scope("ada"))
+    [episode] = memory.store.episodes.list(memory_scope("ada"))
     assert episode.status == "failed" and "unreachable" in episode.error and episode.attempts == 1
     assert memory.get_all(user_id="ada") == []
     memory.close()
@@ -33,9 +33,9 @@ def test_input_is_kept_when_embedding_fails_and_replayed_on_next_open(db_path):
         assert reopened._writer.process_pending(grace_seconds=0) == 1
         [record] = reopened.get_all(user_id="ada")
         assert record.content == "I moved to Denver."
-        assert reopened.store.list_episodes(memory_scope("ada"))[0].status == "done"
+        assert reopened.store.episodes.list(memory_scope("ada"))[0].status == "done"
         # Replaying again does not duplicate.
-        reopened.store.mark_episodes([episode.id], "pending")
+        reopened.store.episodes.mark([episode.id], "pending")
         assert reopened._writer.process_pending(grace_seconds=0) == 1
         assert len(reopened.get_all(user_id="ada")) == 1
 

@@ -38,3 +38,15 @@ def test_every_other_readme_command_exists_with_its_flags():
         ).stdout
         for flag in [p for p in parts[3:] if p.startswith("--")]:
             assert flag in help_text, (command, flag)
+
+
+def test_code_is_lint_clean():
+    import shutil
+
+    import pytest
+
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    if not Path(ruff).exists():
+        pytest.skip("ruff is not installed")
+    result = subprocess.run([ruff, "check", "dspy_memory", "evals", "tests"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout

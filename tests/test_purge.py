@@ -35,7 +35,9 @@ def leaks(path, needles_text, needles_bytes):
         if isinstance(value, str) and any(n.lower() in value.lower() for n in needles_text):
             found.append((table, value[:80]))
         if isinstance(value, bytes):
-            if any(n.lower().encode() in value.lower() for n in needles_text) or any(b in value for b in needles_bytes):
+            if any(n.lower().encode() in value.lower() for n in needles_text) or any(
+                b in value for b in needles_bytes
+            ):
                 found.append((table, "bytes"))
     return found
 
@@ -46,10 +48,14 @@ def fill(memory):
     for word in SECRET_WORDS:
         result = memory.add(
             [{"role": "user", "name": "Ada", "content": f"My password hint is {word}."}],
-            user_id=SECRET_USER, run_id="session-1", metadata={"note": word},
+            user_id=SECRET_USER,
+            run_id="session-1",
+            metadata={"note": word},
         )
         ada.extend(result.memories)
-    memory.update(ada[0].id, f"My password hint is {SECRET_WORDS[0]} twice.", reason=f"because {SECRET_WORDS[1]}")
+    memory.update(
+        ada[0].id, f"My password hint is {SECRET_WORDS[0]} twice.", reason=f"because {SECRET_WORDS[1]}"
+    )
     memory.search(SECRET_WORDS[2], user_id=SECRET_USER)
     memory.add("Bob keeps his own notes about gardening.", user_id="bob")
     vectors = [embedder.embed([record.content])[0].tobytes() for record in ada]

@@ -21,7 +21,10 @@ def test_readme_has_snippets():
 @pytest.mark.integration
 def test_readme_snippets_run(tmp_path, monkeypatch, minilm):
     monkeypatch.chdir(tmp_path)
-    with embedding_server("ollama", dim=768) as (ollama_url, _), embedding_server("openai", dim=1536) as (openai_url, _):
+    with (
+        embedding_server("ollama", dim=768) as (ollama_url, _),
+        embedding_server("openai", dim=1536) as (openai_url, _),
+    ):
         monkeypatch.setenv("OLLAMA_HOST", ollama_url)
         monkeypatch.setenv("OPENAI_BASE_URL", f"{openai_url}/v1")
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")

@@ -10,9 +10,19 @@ from dspy_memory.store import Store, resolve_driver
 from dspy_memory.store.migrations import LATEST_VERSION, MIGRATIONS, Migration, migrate
 
 EXPECTED_TABLES = {
-    "meta", "schema_migrations", "episodes", "entities", "memories", "memory_sources",
-    "memory_events", "blocks", "block_versions", "memories_fts", "memory_vectors",
-    "vector_partitions", "memory_vec",
+    "meta",
+    "schema_migrations",
+    "episodes",
+    "entities",
+    "memories",
+    "memory_sources",
+    "memory_events",
+    "blocks",
+    "block_versions",
+    "memories_fts",
+    "memory_vectors",
+    "vector_partitions",
+    "memory_vec",
 }
 
 
@@ -31,11 +41,25 @@ def test_schema_has_every_table_and_the_four_temporal_columns(db_path):
     store.bind_embedder("test-hash-v1:64", 64)
     assert EXPECTED_TABLES <= tables(store)
     assert {"valid_at", "invalid_at", "created_at", "expired_at"} <= columns(store, "memories")
-    assert {"subject_id", "predicate", "object_id", "confidence", "importance", "strength",
-            "access_count", "last_accessed_at", "content_hash", "metadata"} <= columns(store, "memories")
-    assert {"occurred_at", "ingested_at", "status", "error", "source", "role", "name"} <= columns(store, "episodes")
+    assert {
+        "subject_id",
+        "predicate",
+        "object_id",
+        "confidence",
+        "importance",
+        "strength",
+        "access_count",
+        "last_accessed_at",
+        "content_hash",
+        "metadata",
+    } <= columns(store, "memories")
+    assert {"occurred_at", "ingested_at", "status", "error", "source", "role", "name"} <= columns(
+        store, "episodes"
+    )
     assert {"label", "value", "char_limit", "read_only", "description", "version"} <= columns(store, "blocks")
-    assert {"event", "old_content", "new_content", "reason", "actor", "episode_id"} <= columns(store, "memory_events")
+    assert {"event", "old_content", "new_content", "reason", "actor", "episode_id"} <= columns(
+        store, "memory_events"
+    )
     store.close()
 
 
@@ -128,7 +152,9 @@ def test_store_never_imports_dspy():
 
     for path in pathlib.Path(package.__file__).parent.glob("*.py"):
         tree = ast.parse(path.read_text())
-        names = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+        names = [
+            alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+        ]
         names += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
         assert not any(name == "dspy" or name.startswith("dspy.") for name in names), path
 

@@ -18,9 +18,12 @@ def test_numpy_hamming_matches_vec0(db_path):
         query = memory.embedder.embed_query("topic 3")
         code = sign_codes(query[None, :])[0]
         with memory.store.snapshot() as conn:
-            vec0 = dict(conn.execute(
-                "SELECT rowid, distance FROM memory_vec WHERE code MATCH vec_bit(?) AND k = 50", (code.tobytes(),)
-            ).fetchall())
+            vec0 = dict(
+                conn.execute(
+                    "SELECT rowid, distance FROM memory_vec WHERE code MATCH vec_bit(?) AND k = 50",
+                    (code.tobytes(),),
+                ).fetchall()
+            )
             rows = conn.execute("SELECT row_id, code FROM memory_vectors").fetchall()
         codes = np.frombuffer(b"".join(r[1] for r in rows), np.uint8).reshape(len(rows), -1)
         mine = _hamming(_code_words(codes), _code_words(code[None, :])[:, 0])
@@ -42,7 +45,9 @@ def test_dense_search_is_exact_on_small_sets(db_path, cache_min_rows):
 def test_cache_and_vec0_paths_agree(tmp_path):
     results = []
     for cache_min_rows in (0, 10**9):
-        with open_memory(str(tmp_path / f"{cache_min_rows}.db"), vector_cache_min_rows=cache_min_rows) as memory:
+        with open_memory(
+            str(tmp_path / f"{cache_min_rows}.db"), vector_cache_min_rows=cache_min_rows
+        ) as memory:
             memory.add(TEXTS, user_id="u")
             memory.add(TEXTS[:100], user_id="other")
             results.append([h.content for h in memory.search("topic 3", user_id="u", k=10, recipe="dense")])

@@ -34,8 +34,7 @@ def make_embedder(spec: Any = "local", *, batch_size: int = 64, cache_size: int 
         return from_dspy_embedder(spec, batch_size=batch_size, cache_size=cache_size)
     if callable(spec):
         raise TypeError(
-            "a plain callable cannot name its vectors; wrap it: "
-            "CallableEmbedder(fn, name='my-model-v1')"
+            "a plain callable cannot name its vectors; wrap it: CallableEmbedder(fn, name='my-model-v1')"
         )
     if not isinstance(spec, str):
         raise TypeError(f"embedder must be a spec string or an Embedder, not {type(spec).__name__}")

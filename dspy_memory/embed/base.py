@@ -127,7 +127,9 @@ class BatchedEmbedder(ABC):
         try:
             vectors = np.asarray(raw, dtype=np.float32)
         except (TypeError, ValueError) as exc:
-            raise EmbeddingError(f"embedder {self.name!r} returned something that is not a matrix of numbers: {exc}") from exc
+            raise EmbeddingError(
+                f"embedder {self.name!r} returned something that is not a matrix of numbers: {exc}"
+            ) from exc
         if vectors.shape != (len(batch), self.dim):
             raise EmbeddingError(
                 f"embedder {self.name!r} returned shape {vectors.shape} for {len(batch)} texts; "

@@ -36,7 +36,7 @@ class HashEmbedder(BatchedEmbedder):
         features = [(f"w:{word}", 1.0) for word in words]
         for word in words:
             padded = f"^{word}$"
-            features.extend((f"c:{padded[i:i + 3]}", 0.3) for i in range(len(padded) - 2))
+            features.extend((f"c:{padded[i : i + 3]}", 0.3) for i in range(len(padded) - 2))
         return features
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:

@@ -37,7 +37,11 @@ def offline_model_path(model: str) -> Path | None:
 
 
 def _canonical(model: str) -> str:
-    return f"sentence-transformers/{model}" if "/" not in model and f"sentence-transformers/{model}" in KNOWN_DIMS else model
+    return (
+        f"sentence-transformers/{model}"
+        if "/" not in model and f"sentence-transformers/{model}" in KNOWN_DIMS
+        else model
+    )
 
 
 class LocalEmbedder(BatchedEmbedder):

@@ -54,7 +54,9 @@ class OllamaEmbedder(_ProbedDim, BatchedEmbedder):
         self.query_prefix = query_prefix
         self.document_prefix = document_prefix
         suffix = "".join(
-            f"|{key}={value}" for key, value in (("query_prefix", query_prefix), ("document_prefix", document_prefix)) if value
+            f"|{key}={value}"
+            for key, value in (("query_prefix", query_prefix), ("document_prefix", document_prefix))
+            if value
         )
         self.name = f"ollama:{model}{suffix}"
         self._dim = OLLAMA_DIMS.get(model.removesuffix(":latest"))

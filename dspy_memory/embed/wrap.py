@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from dspy_memory.embed.base import BatchedEmbedder
@@ -58,5 +58,3 @@ def from_dspy_embedder(embedder: Any, *, name: str | None = None, **kwargs: Any)
 
 def is_embedder(obj: Any) -> bool:
     return all(hasattr(obj, attr) for attr in ("name", "dim", "embed", "embed_query"))
-
-

@@ -121,8 +121,10 @@ class KeywordIndex:
         with self._lock:
             for term in terms:
                 cached = self._frequencies_cache.get(term)
-                if cached is not None and abs(cached[1] - total_rows) <= 0.1 * total_rows and (
-                    cached[0] <= cap
+                if (
+                    cached is not None
+                    and abs(cached[1] - total_rows) <= 0.1 * total_rows
+                    and (cached[0] <= cap)
                 ):
                     counts[term] = cached[0]
         missing = [term for term in terms if term not in counts]
@@ -160,7 +162,11 @@ class KeywordIndex:
         cap = int(self.score_budget / max(share, 1e-9))
         counts = self.frequencies(conn, terms, cap=cap, total_rows=total_rows)
         present = sorted(
-            ((count * share, index, term) for index, (term, count) in enumerate(zip(terms, counts)) if count > 0)
+            (
+                (count * share, index, term)
+                for index, (term, count) in enumerate(zip(terms, counts))
+                if count > 0
+            )
         )
         if not present:
             return None

@@ -104,9 +104,7 @@ def metadata_predicate(predicate: Predicate, filters: dict[str, Any] | None) -> 
         raise TypeError(f"filters must be a dict of metadata key -> condition, not {type(filters).__name__}")
     for key, condition in filters.items():
         if not isinstance(key, str) or not key or '"' in key or "\\" in key or len(key) > 200:
-            raise ValueError(
-                f"bad filter key {key!r}: use a metadata key name without quotes or backslashes"
-            )
+            raise ValueError(f"bad filter key {key!r}: use a metadata key name without quotes or backslashes")
         path = f'$."{key}"'
         value_sql = "json_extract(m.metadata, ?)"
         if isinstance(condition, dict) and condition and all(str(op).startswith("$") for op in condition):
@@ -151,8 +149,7 @@ def metadata_predicate(predicate: Predicate, filters: dict[str, Any] | None) -> 
 def _check_scalar(key: str, op: str, value: Any) -> None:
     if not isinstance(value, _SCALARS):
         raise ValueError(
-            f"filter {key!r} {op}: values must be str, int, float, bool or None, not "
-            f"{type(value).__name__}"
+            f"filter {key!r} {op}: values must be str, int, float, bool or None, not {type(value).__name__}"
         )
 
 

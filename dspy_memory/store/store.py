@@ -15,11 +15,12 @@ import numpy as np
 from dspy_memory.errors import EmbedderMismatchError, MemoryNotFoundError
 from dspy_memory.store import keyword
 from dspy_memory.store.connection import Connections, resolve_driver
+from dspy_memory.store.episodes import EpisodeLog
 from dspy_memory.store.migrations import migrate
 from dspy_memory.store.queries import (
     MEMORY_COLUMNS,
-    Candidate,
     MEMORY_FROM,
+    Candidate,
     Predicate,
     TimeView,
     kinds_predicate,
@@ -30,12 +31,7 @@ from dspy_memory.store.queries import (
 )
 from dspy_memory.store.vectors import NO_USER, VectorIndex
 from dspy_memory.timeutil import from_db, now_db
-from dspy_memory.types import DeleteResult, Episode, Event, MemoryRecord, Provenance, Scope
-
-_EPISODE_COLUMNS = (
-    "id, user_id, agent_id, run_id, source, role, name, content, metadata, occurred_at, "
-    "ingested_at, status, error, attempts"
-)
+from dspy_memory.types import DeleteResult, Event, MemoryRecord, Provenance, Scope
 
 
 @dataclass
@@ -65,25 +61,6 @@ class NewMemory:
     episode_ids: Sequence[str] = ()
 
 
-def _episode_from_row(row: Any) -> Episode:
-    return Episode(
-        id=row[0],
-        user_id=row[1],
-        agent_id=row[2],
-        run_id=row[3],
-        source=row[4],
-        role=row[5],
-        name=row[6],
-        content=row[7],
-        metadata=json.loads(row[8]),
-        occurred_at=from_db(row[9]),
-        ingested_at=from_db(row[10]),
-        status=row[11],
-        error=row[12],
-        attempts=row[13],
-    )
-
-
 class Store:
     """Schema, transactions, episodes, memories, events, and the vector and keyword indexes.
 
@@ -111,10 +88,9 @@ class Store:
             path = str(Path(path).expanduser())
         self.path = path
         self._conns = Connections(path, resolve_driver(driver), busy_timeout_ms=busy_timeout_ms)
-        self.vectors = VectorIndex(
-            cache_min_rows=vector_cache_min_rows, cache_max_rows=vector_cache_max_rows
-        )
+        self.vectors = VectorIndex(cache_min_rows=vector_cache_min_rows, cache_max_rows=vector_cache_max_rows)
         self.keywords = keyword.KeywordIndex(score_budget=keyword_score_budget)
+        self.episodes = EpisodeLog(self._conns)
         with self._conns.read() as conn:
             migrate(conn)
             bound = self._meta(conn, "embedder_dim")
@@ -165,86 +141,17 @@ class Store:
                 )
             self.vectors.dim = dim
 
-    # -- episodes ------------------------------------------------------------------------------
-
-    def insert_episodes(self, episodes: Sequence[Episode]) -> None:
-        with self.transaction() as conn:
-            conn.executemany(
-                f"INSERT INTO episodes ({_EPISODE_COLUMNS}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        e.id, e.user_id, e.agent_id, e.run_id, e.source, e.role, e.name, e.content,
-                        json.dumps(e.metadata), _db_time(e.occurred_at), _db_time(e.ingested_at),
-                        e.status, e.error, e.attempts,
-                    )
-                    for e in episodes
-                ],
-            )
-
-    def mark_episodes(self, ids: Sequence[str], status: str, error: str | None = None) -> None:
-        with self.transaction() as conn:
-            conn.executemany(
-                "UPDATE episodes SET status = ?, error = ?, attempts = attempts + 1 WHERE id = ?",
-                [(status, error, episode_id) for episode_id in ids],
-            )
-
-    def get_episode(self, episode_id: str) -> Episode | None:
-        with self._conns.read() as conn:
-            row = conn.execute(
-                f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE id = ?", (episode_id,)
-            ).fetchone()
-        return _episode_from_row(row) if row else None
-
-    def get_episodes(self, episode_ids: Sequence[str]) -> list[Episode]:
-        """Episodes by id, in the order given (missing ids are skipped)."""
-        with self._conns.read() as conn:
-            rows = conn.execute(
-                f"SELECT {_EPISODE_COLUMNS} FROM episodes "
-                "WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps(list(episode_ids)),),
-            ).fetchall()
-        by_id = {row[0]: _episode_from_row(row) for row in rows}
-        return [by_id[episode_id] for episode_id in episode_ids if episode_id in by_id]
-
-    def list_episodes(
-        self, scope: Scope, *, limit: int = 100, offset: int = 0, statuses: Sequence[str] | None = None
-    ) -> list[Episode]:
-        predicate = scope_predicate(Predicate(), scope, alias="e")
-        if statuses:
-            predicate.add("e.status IN (SELECT value FROM json_each(?))", json.dumps(list(statuses)))
-        with self._conns.read() as conn:
-            rows = conn.execute(
-                f"SELECT {_EPISODE_COLUMNS} FROM episodes e WHERE {predicate.sql} "
-                "ORDER BY occurred_at, ingested_at, rowid LIMIT ? OFFSET ?",
-                [*predicate.params, limit, offset],
-            ).fetchall()
-        return [_episode_from_row(row) for row in rows]
-
-    def unfinished_episodes(self, *, ingested_before: str, limit: int = 1000) -> list[Episode]:
-        """Episodes left pending or failed, oldest first (the write-ahead log to replay)."""
-        with self._conns.read() as conn:
-            rows = conn.execute(
-                f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE status != 'done' "
-                "AND ingested_at < ? ORDER BY ingested_at, rowid LIMIT ?",
-                (ingested_before, limit),
-            ).fetchall()
-        return [_episode_from_row(row) for row in rows]
-
-    def episodes_with_memories(self, episode_ids: Sequence[str]) -> set[str]:
-        with self._conns.read() as conn:
-            rows = conn.execute(
-                "SELECT DISTINCT episode_id FROM memory_sources "
-                "WHERE episode_id IN (SELECT value FROM json_each(?))",
-                (json.dumps(list(episode_ids)),),
-            ).fetchall()
-        return {row[0] for row in rows}
-
     # -- memories: writes ----------------------------------------------------------------------
 
     def insert_memories(
-        self, items: Sequence[NewMemory], *, actor: str, reason: str | None = None,
-        event: str = "ADD", at: str | None = None, old_content: str | None = None,
+        self,
+        items: Sequence[NewMemory],
+        *,
+        actor: str,
+        reason: str | None = None,
+        event: str = "ADD",
+        at: str | None = None,
+        old_content: str | None = None,
     ) -> list[int]:
         """Insert memory rows with their vectors, keyword entries, sources and events."""
         if not items:
@@ -261,11 +168,26 @@ class Store:
                     "access_count, last_accessed_at, content_hash, metadata, valid_at, invalid_at, "
                     "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
-                        item.id, item.version, item.user_id, item.agent_id, item.run_id,
-                        item.content, item.kind, item.subject_id, item.predicate, item.object_id,
-                        item.confidence, item.importance, item.strength, item.access_count,
-                        item.last_accessed_at, item.content_hash, json.dumps(item.metadata),
-                        item.valid_at, item.invalid_at, created_at,
+                        item.id,
+                        item.version,
+                        item.user_id,
+                        item.agent_id,
+                        item.run_id,
+                        item.content,
+                        item.kind,
+                        item.subject_id,
+                        item.predicate,
+                        item.object_id,
+                        item.confidence,
+                        item.importance,
+                        item.strength,
+                        item.access_count,
+                        item.last_accessed_at,
+                        item.content_hash,
+                        json.dumps(item.metadata),
+                        item.valid_at,
+                        item.invalid_at,
+                        created_at,
                     ),
                 )
                 row_ids.append(cursor.lastrowid)
@@ -285,8 +207,7 @@ class Store:
                 np.stack([np.asarray(item.embedding, dtype=np.float32) for item in items]),
             )
             conn.executemany(
-                "INSERT OR IGNORE INTO memory_sources (memory_id, episode_id, created_at) "
-                "VALUES (?, ?, ?)",
+                "INSERT OR IGNORE INTO memory_sources (memory_id, episode_id, created_at) VALUES (?, ?, ?)",
                 [(item.id, ep, created_at) for item in items for ep in item.episode_ids],
             )
             conn.executemany(
@@ -295,9 +216,18 @@ class Store:
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
-                        item.id, item.user_id, item.agent_id, item.run_id, event, item.version,
-                        old_content, item.content, reason, actor,
-                        item.episode_ids[0] if item.episode_ids else None, created_at,
+                        item.id,
+                        item.user_id,
+                        item.agent_id,
+                        item.run_id,
+                        event,
+                        item.version,
+                        old_content,
+                        item.content,
+                        reason,
+                        actor,
+                        item.episode_ids[0] if item.episode_ids else None,
+                        created_at,
                     )
                     for item in items
                 ],
@@ -341,12 +271,25 @@ class Store:
                 ).fetchone()[0]
                 embedding = np.frombuffer(blob, np.float32)
             fields = dict(
-                id=old.id, content=old.content, content_hash=old.content_hash, kind=old.kind,
-                user_id=old.user_id, agent_id=old.agent_id, run_id=old.run_id,
-                version=old.version + 1, confidence=old.confidence, importance=old.importance,
-                strength=old.strength, access_count=old.access_count, last_accessed_at=row[15],
-                metadata=old.metadata, valid_at=row[18], invalid_at=row[19],
-                subject_id=row[22], predicate=old.predicate, object_id=row[23],
+                id=old.id,
+                content=old.content,
+                content_hash=old.content_hash,
+                kind=old.kind,
+                user_id=old.user_id,
+                agent_id=old.agent_id,
+                run_id=old.run_id,
+                version=old.version + 1,
+                confidence=old.confidence,
+                importance=old.importance,
+                strength=old.strength,
+                access_count=old.access_count,
+                last_accessed_at=row[15],
+                metadata=old.metadata,
+                valid_at=row[18],
+                invalid_at=row[19],
+                subject_id=row[22],
+                predicate=old.predicate,
+                object_id=row[23],
             )
             unknown = set(changes) - set(fields)
             if unknown:
@@ -436,8 +379,13 @@ class Store:
         for row in rows:
             result[row[0]].append(
                 Provenance(
-                    episode_id=row[1], source=row[2], role=row[3], name=row[4], content=row[5],
-                    occurred_at=from_db(row[6]), metadata=json.loads(row[7]),
+                    episode_id=row[1],
+                    source=row[2],
+                    role=row[3],
+                    name=row[4],
+                    content=row[5],
+                    occurred_at=from_db(row[6]),
+                    metadata=json.loads(row[7]),
                 )
             )
         return result
@@ -453,23 +401,30 @@ class Store:
             ).fetchall()
         return [
             Event(
-                id=row[0], memory_id=row[1], event=row[2], version=row[3], old_content=row[4],
-                new_content=row[5], reason=row[6], actor=row[7], episode_id=row[8],
-                created_at=from_db(row[9]), metadata=json.loads(row[10]),
+                id=row[0],
+                memory_id=row[1],
+                event=row[2],
+                version=row[3],
+                old_content=row[4],
+                new_content=row[5],
+                reason=row[6],
+                actor=row[7],
+                episode_id=row[8],
+                created_at=from_db(row[9]),
+                metadata=json.loads(row[10]),
             )
             for row in rows
         ]
 
     # -- search --------------------------------------------------------------------------------
 
-    def keyword_search(
-        self, terms: list[str], scope: Scope, predicate: Predicate, n: int
-    ) -> list[Candidate]:
+    def keyword_search(self, terms: list[str], scope: Scope, predicate: Predicate, n: int) -> list[Candidate]:
         """BM25 over memory content, best first."""
         with self._conns.snapshot() as conn:
             total_rows, scope_rows = self.vectors.scope_size(conn, scope.user_id)
             return self.keywords.search(
-                conn, terms,
+                conn,
+                terms,
                 keyword.scope_tokens(scope.user_id, scope.agent_id, scope.run_id),
                 n,
                 predicate=predicate.sql,
@@ -485,7 +440,9 @@ class Store:
         pass are rescored exactly."""
         with self._conns.snapshot() as conn:
             return self.vectors.search(
-                conn, query, n,
+                conn,
+                query,
+                n,
                 partition=scope.user_id,
                 agent_id=scope.agent_id,
                 run_id=scope.run_id,
@@ -522,7 +479,9 @@ class Store:
         ).rowcount
         return counts
 
-    def purge_memory(self, memory_id: str, *, scope: Scope | None = None, actor: str = "user") -> DeleteResult:
+    def purge_memory(
+        self, memory_id: str, *, scope: Scope | None = None, actor: str = "user"
+    ) -> DeleteResult:
         """Delete every version of a memory, its vectors, keyword entries and sources; erase the
         content of its events and log a DELETE; delete source episodes nothing else came from."""
         predicate = scope_predicate(Predicate().add("m.id = ?", memory_id), scope)
@@ -612,12 +571,6 @@ class Store:
             "tables": tables,
             "current_memories": current,
         }
-
-
-def _db_time(value: Any) -> str:
-    from dspy_memory.timeutil import to_db
-
-    return to_db(value)  # type: ignore[return-value]
 
 
 def _not_found(memory_id: str, scope: Scope | None) -> str:

@@ -287,9 +287,7 @@ class VectorIndex:
     ) -> list[tuple[int, int]]:
         """Up to `count` (row_id, hamming distance) pairs nearest to `query_code`."""
         if self._uses_cache(partition, row_count):
-            block = self.cache.block(
-                conn, partition, deletions=self._deletions(conn), max_row_id=max_row_id
-            )
+            block = self.cache.block(conn, partition, deletions=self._deletions(conn), max_row_id=max_row_id)
             return self.cache.nearest(block, query_code, count, agent_id=agent_id, run_id=run_id)
         sql = "SELECT rowid, distance FROM memory_vec WHERE code MATCH vec_bit(?) AND k = ?"
         params: list[Any] = [query_code.tobytes(), min(count, VEC_K_MAX)]
