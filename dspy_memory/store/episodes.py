@@ -8,7 +8,7 @@ from typing import Any
 
 from dspy_memory.store.connection import Connections
 from dspy_memory.store.queries import Predicate, scope_predicate
-from dspy_memory.timeutil import from_db, to_db
+from dspy_memory.timeutil import to_db
 from dspy_memory.types import Episode, Scope
 
 _EPISODE_COLUMNS = (
@@ -28,8 +28,8 @@ def _episode_from_row(row: Any) -> Episode:
         name=row[6],
         content=row[7],
         metadata=json.loads(row[8]),
-        occurred_at=from_db(row[9]),
-        ingested_at=from_db(row[10]),
+        occurred_at=row[9],
+        ingested_at=row[10],
         status=row[11],
         error=row[12],
         attempts=row[13],

@@ -191,6 +191,7 @@ class KeywordIndex:
         params: list[Any],
         scope_rows: int,
         total_rows: int,
+        reference: str,
     ) -> list[Candidate]:
         """Best `n` rows satisfying `predicate` (over `memories m`) by BM25 (higher is better)."""
         match = self.plan(conn, terms, tokens, scope_rows=scope_rows, total_rows=total_rows)
@@ -210,7 +211,7 @@ class KeywordIndex:
                 row[0]: row[1:]
                 for row in conn.execute(
                     f"SELECT {SIGNAL_COLUMNS} FROM {CANDIDATES_FROM} WHERE {predicate}",
-                    [json.dumps([row[0] for row in ranked]), *params],
+                    [reference, json.dumps([row[0] for row in ranked]), *params],
                 )
             }
             hits = [Candidate(row_id, -rank, *kept[row_id]) for row_id, rank in ranked if row_id in kept]

@@ -18,6 +18,7 @@ from dspy_memory.store.connection import Connections, resolve_driver
 from dspy_memory.store.episodes import EpisodeLog
 from dspy_memory.store.migrations import migrate
 from dspy_memory.store.queries import (
+    CANDIDATES_FROM,
     MEMORY_COLUMNS,
     MEMORY_FROM,
     Candidate,
@@ -30,7 +31,7 @@ from dspy_memory.store.queries import (
     time_predicate,
 )
 from dspy_memory.store.vectors import NO_USER, VectorIndex
-from dspy_memory.timeutil import from_db, now_db
+from dspy_memory.timeutil import now_db
 from dspy_memory.types import DeleteResult, Event, MemoryRecord, Provenance, Scope
 
 
@@ -364,30 +365,40 @@ class Store:
             ).fetchall()
         return {row[0]: record_from_row(row, view) for row in rows}
 
-    def provenance(self, memory_ids: Sequence[str]) -> dict[str, list[Provenance]]:
-        result: dict[str, list[Provenance]] = {memory_id: [] for memory_id in memory_ids}
-        if not memory_ids:
-            return result
+    def records_with_provenance(
+        self, row_ids: Sequence[int], view: TimeView
+    ) -> dict[int, tuple[MemoryRecord, list[Provenance]]]:
+        """Records of these rows with the episodes they came from, in one query."""
+        if not row_ids:
+            return {}
         with self._conns.read() as conn:
             rows = conn.execute(
-                "SELECT s.memory_id, e.id, e.source, e.role, e.name, e.content, e.occurred_at, "
-                "e.metadata FROM memory_sources s JOIN episodes e ON e.id = s.episode_id "
-                "WHERE s.memory_id IN (SELECT value FROM json_each(?)) "
-                "ORDER BY e.occurred_at, e.rowid",
-                (json.dumps(list(memory_ids)),),
+                f"SELECT {MEMORY_COLUMNS}, e.id, e.source, e.role, e.name, e.content, e.occurred_at, "
+                f"e.metadata FROM {CANDIDATES_FROM} "
+                "LEFT JOIN entities subj ON subj.id = m.subject_id "
+                "LEFT JOIN entities obj ON obj.id = m.object_id "
+                "LEFT JOIN memory_sources s ON s.memory_id = m.id "
+                "LEFT JOIN episodes e ON e.id = s.episode_id ORDER BY e.occurred_at, e.rowid",
+                (json.dumps(list(row_ids)),),
             ).fetchall()
+        result: dict[int, tuple[MemoryRecord, list[Provenance]]] = {}
+        width = len(rows[0]) - 7 if rows else 0
         for row in rows:
-            result[row[0]].append(
-                Provenance(
-                    episode_id=row[1],
-                    source=row[2],
-                    role=row[3],
-                    name=row[4],
-                    content=row[5],
-                    occurred_at=from_db(row[6]),
-                    metadata=json.loads(row[7]),
+            entry = result.get(row[0])
+            if entry is None:
+                entry = result[row[0]] = (record_from_row(row[:width], view), [])
+            if row[width] is not None:
+                entry[1].append(
+                    Provenance(
+                        episode_id=row[width],
+                        source=row[width + 1],
+                        role=row[width + 2],
+                        name=row[width + 3],
+                        content=row[width + 4],
+                        occurred_at=row[width + 5],
+                        metadata=json.loads(row[width + 6]),
+                    )
                 )
-            )
         return result
 
     def history(self, memory_id: str, *, scope: Scope | None = None) -> list[Event]:
@@ -410,7 +421,7 @@ class Store:
                 reason=row[6],
                 actor=row[7],
                 episode_id=row[8],
-                created_at=from_db(row[9]),
+                created_at=row[9],
                 metadata=json.loads(row[10]),
             )
             for row in rows
@@ -418,9 +429,11 @@ class Store:
 
     # -- search --------------------------------------------------------------------------------
 
-    def keyword_search(self, terms: list[str], scope: Scope, predicate: Predicate, n: int) -> list[Candidate]:
-        """BM25 over memory content, best first."""
-        with self._conns.snapshot() as conn:
+    def keyword_search(
+        self, terms: list[str], scope: Scope, predicate: Predicate, n: int, *, reference: str
+    ) -> list[Candidate]:
+        """BM25 over memory content, best first; candidate ages are measured to `reference`."""
+        with self._conns.read() as conn:
             total_rows, scope_rows = self.vectors.scope_size(conn, scope.user_id)
             return self.keywords.search(
                 conn,
@@ -431,13 +444,14 @@ class Store:
                 params=predicate.params,
                 scope_rows=scope_rows,
                 total_rows=total_rows,
+                reference=reference,
             )
 
     def dense_search(
-        self, query: np.ndarray, scope: Scope, predicate: Predicate, n: int, *, coarse: int
+        self, query: np.ndarray, scope: Scope, predicate: Predicate, n: int, *, coarse: int, reference: str
     ) -> list[Candidate]:
         """Cosine similarity search, best first. At least `coarse` candidates of the binary
-        pass are rescored exactly."""
+        pass are rescored exactly; candidate ages are measured to `reference`."""
         with self._conns.snapshot() as conn:
             return self.vectors.search(
                 conn,
@@ -449,6 +463,7 @@ class Store:
                 predicate=predicate.sql,
                 params=predicate.params,
                 coarse=coarse,
+                reference=reference,
             )
 
     # -- deletion (the GDPR path) --------------------------------------------------------------

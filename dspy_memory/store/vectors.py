@@ -249,26 +249,25 @@ class VectorIndex:
         self.cache.discard([partition for partition, _ in by_partition])
         return deleted
 
-    def _deletions(self, conn: Any) -> int:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'vector_deletions'").fetchone()
-        return int(row[0]) if row else 0
-
-    def _row_count(self, conn: Any, partition: str | None) -> tuple[int, int]:
-        if partition is None:
-            row = conn.execute(
-                "SELECT ifnull(sum(row_count), 0), ifnull(max(max_row_id), 0) FROM vector_partitions"
-            ).fetchone()
-        else:
-            row = conn.execute(
-                "SELECT row_count, max_row_id FROM vector_partitions WHERE partition_key = ?",
-                (partition,),
-            ).fetchone()
-        return (row[0], row[1]) if row else (0, 0)
+    def _state(self, conn: Any, partition: str | None) -> tuple[int, int, int]:
+        """(rows, largest row id) of a partition (of the whole index if None), and the
+        deletion counter, in one query."""
+        where = "WHERE partition_key = ?" if partition is not None else ""
+        return conn.execute(
+            "SELECT ifnull(sum(row_count), 0), ifnull(max(max_row_id), 0), "
+            "ifnull((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'vector_deletions'), 0) "
+            f"FROM vector_partitions {where}",
+            (partition,) if partition is not None else (),
+        ).fetchone()
 
     def scope_size(self, conn: Any, partition: str | None) -> tuple[int, int]:
         """(rows in the whole index, rows in the partition; the whole index if None)."""
-        total = self._row_count(conn, None)[0]
-        return total, (total if partition is None else self._row_count(conn, partition)[0])
+        total, rows = conn.execute(
+            "SELECT (SELECT ifnull(sum(row_count), 0) FROM vector_partitions), "
+            "(SELECT row_count FROM vector_partitions WHERE partition_key = ?)",
+            (partition,),
+        ).fetchone()
+        return total, (total if partition is None else rows or 0)
 
     def _uses_cache(self, partition: str | None, row_count: int) -> bool:
         return partition is not None and row_count >= self.cache_min_rows and self.cache.max_rows > 0
@@ -284,10 +283,12 @@ class VectorIndex:
         run_id: str | None,
         row_count: int,
         max_row_id: int,
+        deletions: int,
     ) -> list[tuple[int, int]]:
-        """Up to `count` (row_id, hamming distance) pairs nearest to `query_code`."""
+        """Up to `count` (row_id, hamming distance) pairs nearest to `query_code`; the counts
+        come from `_state` in the same snapshot."""
         if self._uses_cache(partition, row_count):
-            block = self.cache.block(conn, partition, deletions=self._deletions(conn), max_row_id=max_row_id)
+            block = self.cache.block(conn, partition, deletions=deletions, max_row_id=max_row_id)
             return self.cache.nearest(block, query_code, count, agent_id=agent_id, run_id=run_id)
         sql = "SELECT rowid, distance FROM memory_vec WHERE code MATCH vec_bit(?) AND k = ?"
         params: list[Any] = [query_code.tobytes(), min(count, VEC_K_MAX)]
@@ -314,11 +315,12 @@ class VectorIndex:
         predicate: str,
         params: list[Any],
         coarse: int,
+        reference: str,
     ) -> list[Candidate]:
         """The `n` rows most cosine-similar to `query` among rows that satisfy `predicate`
         (SQL over the `memories` table aliased `m`), rescoring at least `coarse` candidates of
         the binary pass; best first, scored by cosine similarity."""
-        row_count, max_row_id = self._row_count(conn, partition)
+        row_count, max_row_id, deletions = self._state(conn, partition)
         if row_count == 0 or n <= 0:
             return []
         query = np.ascontiguousarray(query, dtype=np.float32)
@@ -335,11 +337,12 @@ class VectorIndex:
                 run_id=run_id,
                 row_count=row_count,
                 max_row_id=max_row_id,
+                deletions=deletions,
             )
             rows = conn.execute(
                 f"SELECT v.embedding, {SIGNAL_COLUMNS} FROM {CANDIDATES_FROM} "
                 f"CROSS JOIN memory_vectors v ON v.row_id = m.row_id WHERE {predicate}",
-                [json.dumps([row_id for row_id, _ in coarse]), *params],
+                [reference, json.dumps([row_id for row_id, _ in coarse]), *params],
             ).fetchall()
             exhausted = len(coarse) < count or count >= ceiling
             # Filters that reject most coarse candidates: widen the coarse pass and retry.
