@@ -57,7 +57,11 @@ class Memory:
         **settings: Any,
     ) -> None:
         if isinstance(path_or_config, MemoryConfig):
-            config = path_or_config.model_copy(update=settings) if settings else path_or_config
+            config = (
+                MemoryConfig.model_validate({**path_or_config.model_dump(), **settings})
+                if settings
+                else path_or_config
+            )
         else:
             config = MemoryConfig(path=os.fspath(path_or_config), **settings)
         self.config = config

@@ -83,7 +83,10 @@ def bar_chart(
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     if log:
+        from matplotlib.ticker import ScalarFormatter
+
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ScalarFormatter())
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
