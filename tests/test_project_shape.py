@@ -48,5 +48,7 @@ def test_code_is_lint_clean():
     ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
     if not Path(ruff).exists():
         pytest.skip("ruff is not installed")
-    result = subprocess.run([ruff, "check", "dspy_memory", "evals", "tests"], cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run(
+        [ruff, "check", "dspy_memory", "evals", "tests"], cwd=ROOT, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout
