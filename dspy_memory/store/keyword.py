@@ -147,16 +147,21 @@ class KeywordIndex:
         return [min(counts[term], cap + 1) for term in terms]
 
     def plan(
-        self, conn: Any, terms: list[str], tokens: list[str], *, scope_rows: int, total_rows: int
+        self, conn: Any, terms: list[str], tokens: list[str], *, scope_rows: int | None, total_rows: int
     ) -> str | None:
-        """The MATCH expression for `terms` in a scope of `scope_rows` of `total_rows` rows."""
+        """The MATCH expression for `terms` in a scope of `scope_rows` of `total_rows` rows
+        (`scope_rows` None: unknown, as for scopes without a user)."""
         if not terms:
             return None
         # The scope filter pays off only when the scope is a small part of the index; otherwise
         # intersecting with its huge token list costs more than it saves (the SQL filter on
-        # `memories` enforces the scope either way).
-        share = scope_rows / total_rows if total_rows else 1.0
-        use_tokens = tokens if share < 0.5 else None
+        # `memories` enforces the scope either way). An unknown share keeps the filter and
+        # budgets as if the scope were the whole index.
+        if scope_rows is None:
+            share, scope_rows, use_tokens = 1.0, total_rows, tokens
+        else:
+            share = scope_rows / total_rows if total_rows else 1.0
+            use_tokens = tokens if share < 0.5 else None
         if scope_rows <= self.score_budget:
             return match_expression(terms, use_tokens)
         cap = int(self.score_budget / max(share, 1e-9))
@@ -189,7 +194,7 @@ class KeywordIndex:
         *,
         predicate: str,
         params: list[Any],
-        scope_rows: int,
+        scope_rows: int | None,
         total_rows: int,
         reference: str,
     ) -> list[Candidate]:

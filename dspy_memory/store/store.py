@@ -434,7 +434,10 @@ class Store:
     ) -> list[Candidate]:
         """BM25 over memory content, best first; candidate ages are measured to `reference`."""
         with self._conns.read() as conn:
+            # Row counts are kept per user; the size of an agent- or run-only scope is unknown.
             total_rows, scope_rows = self.vectors.scope_size(conn, scope.user_id)
+            if scope.user_id is None:
+                scope_rows = None
             return self.keywords.search(
                 conn,
                 terms,
