@@ -23,7 +23,6 @@ from dspy_memory.memory import Memory
 from dspy_memory.retrieval import RECIPES, Recipe
 from dspy_memory.types import (
     AddResult,
-    Block,
     DeleteResult,
     Episode,
     Event,
@@ -39,7 +38,6 @@ __version__ = "0.1.0"
 __all__ = [
     "RECIPES",
     "AddResult",
-    "Block",
     "CallableEmbedder",
     "DSPyMemoryError",
     "DeleteResult",

@@ -171,10 +171,8 @@ class Memory:
     ) -> DeleteResult:
         """Forget a memory for good: every version, its vectors and keyword entries, its source
         episodes (unless other memories came from them) and the content of its history."""
-        scope = _optional_scope(user_id, agent_id, run_id)
-        versions = self._versions_text(memory_id, scope)
-        result = self.store.purge_memory(memory_id, scope=scope)
-        self._forget_cached(versions)
+        result = self.store.purge_memory(memory_id, scope=_optional_scope(user_id, agent_id, run_id))
+        self._drop_cached_vectors()
         return result
 
     def delete_scope(
@@ -182,10 +180,8 @@ class Memory:
     ) -> DeleteResult:
         """Erase everything stored for a scope (the GDPR path): memories, vectors, keyword
         entries, episodes, events, entities and blocks."""
-        scope = Scope.of(user_id, agent_id, run_id)
-        texts = [record.content for record in self._all_versions(scope)]
-        result = self.store.purge_scope(scope)
-        self._forget_cached(texts)
+        result = self.store.purge_scope(Scope.of(user_id, agent_id, run_id))
+        self._drop_cached_vectors()
         return result
 
     def process_pending(self) -> int:
@@ -272,20 +268,12 @@ class Memory:
 
     # -- plumbing ------------------------------------------------------------------------------
 
-    def _all_versions(self, scope: Scope) -> list[MemoryRecord]:
-        predicate = self.store.memory_predicate(scope, None)
-        return self.store.list_memories(predicate, TimeView.at(), limit=-1, offset=0)
-
-    def _versions_text(self, memory_id: str, scope: Scope | None) -> list[str]:
-        record = self.store.get_memory(memory_id, scope=scope)
-        if record is None:
-            return []
-        return [event.new_content for event in self.store.history(memory_id) if event.new_content]
-
-    def _forget_cached(self, texts: Sequence[str]) -> None:
-        forget = getattr(self.embedder, "forget", None)
-        if forget is not None:
-            forget(list(texts))
+    def _drop_cached_vectors(self) -> None:
+        # The embedding cache is keyed by content; after a purge none of it may stay in memory.
+        # Dropping all of it costs a few re-embeddings and needs no list of what was purged.
+        clear = getattr(self.embedder, "clear_cache", None)
+        if clear is not None:
+            clear()
 
     def close(self) -> None:
         self._retriever.close()

@@ -168,21 +168,6 @@ class Event(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class Block(BaseModel):
-    """Letta-style core memory: always in context, edited in place, versioned."""
-
-    label: str
-    value: str = ""
-    char_limit: int = 2000
-    read_only: bool = False
-    description: str | None = None
-    version: int = 1
-    user_id: str | None = None
-    agent_id: str | None = None
-    run_id: str | None = None
-    updated_at: datetime | None = None
-
-
 class AddResult(BaseModel):
     """What one `Memory.add` call persisted."""
 

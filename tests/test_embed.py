@@ -57,7 +57,7 @@ def test_cache_by_content_hash_and_batching():
     second = embedder.embed(["c", "b"])
     assert len(calls) == 2 and embedder.cache_hits == 2
     assert np.allclose(first[2], second[0])
-    embedder.forget(["c"])
+    embedder.clear_cache()
     embedder.embed(["c"])
     assert calls[-1] == ["c"]
 

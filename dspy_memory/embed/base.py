@@ -50,7 +50,6 @@ class BatchedEmbedder(ABC):
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._model_lock = threading.Lock()
-        self.calls = 0  # batches sent to the model
         self.cache_hits = 0
 
     @property
@@ -109,17 +108,10 @@ class BatchedEmbedder(ABC):
         with self._cache_lock:
             self._cache.clear()
 
-    def forget(self, texts: Sequence[str]) -> None:
-        """Drop cached vectors of these texts (after their content was purged)."""
-        with self._cache_lock:
-            for text in texts:
-                self._cache.pop(text_hash(text), None)
-
     def _run(self, batch: list[str]) -> np.ndarray:
         try:
             with self._model_lock:
                 raw = self._embed_batch(batch)
-                self.calls += 1
         except EmbeddingError:
             raise
         except Exception as exc:

@@ -83,12 +83,8 @@ class EpisodeLog:
         by_id = {row[0]: _episode_from_row(row) for row in rows}
         return [by_id[episode_id] for episode_id in episode_ids if episode_id in by_id]
 
-    def list(
-        self, scope: Scope, *, limit: int = 100, offset: int = 0, statuses: Sequence[str] | None = None
-    ) -> list[Episode]:
+    def list(self, scope: Scope, *, limit: int = 100, offset: int = 0) -> list[Episode]:
         predicate = scope_predicate(Predicate(), scope, alias="e")
-        if statuses:
-            predicate.add("e.status IN (SELECT value FROM json_each(?))", json.dumps(list(statuses)))
         with self._conns.read() as conn:
             rows = conn.execute(
                 f"SELECT {_EPISODE_COLUMNS} FROM episodes e WHERE {predicate.sql} "

@@ -117,11 +117,9 @@ class CodeCache:
                 total -= evicted.size
         return block
 
-    def discard(self, partitions: list[str] | None = None) -> None:
+    def discard(self, partitions: list[str]) -> None:
         with self._lock:
-            if partitions is None:
-                self._blocks.clear()
-            for partition in partitions or ():
+            for partition in partitions:
                 self._blocks.pop(partition, None)
 
     @staticmethod
