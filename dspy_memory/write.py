@@ -175,8 +175,8 @@ class Writer:
             ]
             row_ids = self.store.insert_memories(items, actor=actor)
             self.store.episodes.mark(ids, "done")
-            records = self.store.records(row_ids, TimeView.at())
-        return [records[row_id] for row_id in row_ids]
+            found = self.store.records_with_provenance(row_ids, TimeView.at())
+        return [found[row_id][0] for row_id in row_ids]
 
     def process_pending(self, *, grace_seconds: float = 60.0, limit: int = 1000) -> int:
         """Replay episodes left pending or failed (older than `grace_seconds`, so episodes that

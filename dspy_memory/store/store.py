@@ -19,6 +19,7 @@ from dspy_memory.store.episodes import EpisodeLog
 from dspy_memory.store.migrations import migrate
 from dspy_memory.store.queries import (
     CANDIDATES_FROM,
+    ENTITY_JOINS,
     MEMORY_COLUMNS,
     MEMORY_FROM,
     Candidate,
@@ -354,17 +355,6 @@ class Store:
             ).fetchall()
         return [record_from_row(row, view) for row in rows]
 
-    def records(self, row_ids: Sequence[int], view: TimeView) -> dict[int, MemoryRecord]:
-        if not row_ids:
-            return {}
-        with self._conns.read() as conn:
-            rows = conn.execute(
-                f"SELECT {MEMORY_COLUMNS} FROM {MEMORY_FROM} "
-                "WHERE m.row_id IN (SELECT value FROM json_each(?))",
-                (json.dumps(list(row_ids)),),
-            ).fetchall()
-        return {row[0]: record_from_row(row, view) for row in rows}
-
     def records_with_provenance(
         self, row_ids: Sequence[int], view: TimeView
     ) -> dict[int, tuple[MemoryRecord, list[Provenance]]]:
@@ -374,9 +364,7 @@ class Store:
         with self._conns.read() as conn:
             rows = conn.execute(
                 f"SELECT {MEMORY_COLUMNS}, e.id, e.source, e.role, e.name, e.content, e.occurred_at, "
-                f"e.metadata FROM {CANDIDATES_FROM} "
-                "LEFT JOIN entities subj ON subj.id = m.subject_id "
-                "LEFT JOIN entities obj ON obj.id = m.object_id "
+                f"e.metadata FROM {CANDIDATES_FROM} {ENTITY_JOINS} "
                 "LEFT JOIN memory_sources s ON s.memory_id = m.id "
                 "LEFT JOIN episodes e ON e.id = s.episode_id ORDER BY e.occurred_at, e.rowid",
                 (json.dumps(list(row_ids)),),
@@ -435,9 +423,8 @@ class Store:
         """BM25 over memory content, best first; candidate ages are measured to `reference`."""
         with self._conns.read() as conn:
             # Row counts are kept per user; the size of an agent- or run-only scope is unknown.
-            total_rows, scope_rows = self.vectors.scope_size(conn, scope.user_id)
-            if scope.user_id is None:
-                scope_rows = None
+            state = self.vectors.state(conn, scope.user_id)
+            total_rows, scope_rows = state.total_rows, state.rows if scope.user_id is not None else None
             return self.keywords.search(
                 conn,
                 terms,

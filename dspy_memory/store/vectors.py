@@ -18,7 +18,7 @@ import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -47,6 +47,13 @@ def _hamming(words: np.ndarray, query_words: np.ndarray) -> np.ndarray:
     for index in range(1, words.shape[0]):
         distance += np.bitwise_count(words[index] ^ query_words[index])
     return distance
+
+
+class PartitionState(NamedTuple):
+    total_rows: int  # in the whole index
+    rows: int  # in the partition
+    max_row_id: int  # in the partition
+    deletions: int  # in the whole index, ever
 
 
 @dataclass
@@ -247,25 +254,19 @@ class VectorIndex:
         self.cache.discard([partition for partition, _ in by_partition])
         return deleted
 
-    def _state(self, conn: Any, partition: str | None) -> tuple[int, int, int]:
-        """(rows, largest row id) of a partition (of the whole index if None), and the
-        deletion counter, in one query."""
-        where = "WHERE partition_key = ?" if partition is not None else ""
-        return conn.execute(
-            "SELECT ifnull(sum(row_count), 0), ifnull(max(max_row_id), 0), "
-            "ifnull((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'vector_deletions'), 0) "
-            f"FROM vector_partitions {where}",
-            (partition,) if partition is not None else (),
-        ).fetchone()
-
-    def scope_size(self, conn: Any, partition: str | None) -> tuple[int, int]:
-        """(rows in the whole index, rows in the partition; the whole index if None)."""
-        total, rows = conn.execute(
-            "SELECT (SELECT ifnull(sum(row_count), 0) FROM vector_partitions), "
-            "(SELECT row_count FROM vector_partitions WHERE partition_key = ?)",
-            (partition,),
-        ).fetchone()
-        return total, (total if partition is None else rows or 0)
+    def state(self, conn: Any, partition: str | None) -> PartitionState:
+        """Row counts and the cache-validation counters of a partition (of the whole index if
+        None), in one query."""
+        return PartitionState(
+            *conn.execute(
+                "SELECT ifnull(sum(row_count), 0), "
+                "ifnull(sum(CASE WHEN ?1 IS NULL OR partition_key = ?1 THEN row_count END), 0), "
+                "ifnull(max(CASE WHEN ?1 IS NULL OR partition_key = ?1 THEN max_row_id END), 0), "
+                "ifnull((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'vector_deletions'), 0) "
+                "FROM vector_partitions",
+                (partition,),
+            ).fetchone()
+        )
 
     def _uses_cache(self, partition: str | None, row_count: int) -> bool:
         return partition is not None and row_count >= self.cache_min_rows and self.cache.max_rows > 0
@@ -284,7 +285,7 @@ class VectorIndex:
         deletions: int,
     ) -> list[tuple[int, int]]:
         """Up to `count` (row_id, hamming distance) pairs nearest to `query_code`; the counts
-        come from `_state` in the same snapshot."""
+        come from `state` in the same snapshot."""
         if self._uses_cache(partition, row_count):
             block = self.cache.block(conn, partition, deletions=deletions, max_row_id=max_row_id)
             return self.cache.nearest(block, query_code, count, agent_id=agent_id, run_id=run_id)
@@ -318,7 +319,7 @@ class VectorIndex:
         """The `n` rows most cosine-similar to `query` among rows that satisfy `predicate`
         (SQL over the `memories` table aliased `m`), rescoring at least `coarse` candidates of
         the binary pass; best first, scored by cosine similarity."""
-        row_count, max_row_id, deletions = self._state(conn, partition)
+        _, row_count, max_row_id, deletions = self.state(conn, partition)
         if row_count == 0 or n <= 0:
             return []
         query = np.ascontiguousarray(query, dtype=np.float32)
