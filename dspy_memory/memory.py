@@ -171,7 +171,7 @@ class Memory:
     ) -> DeleteResult:
         """Forget a memory for good: every version, its vectors and keyword entries, its source
         episodes (unless other memories came from them) and the content of its history."""
-        result = self.store.purge_memory(memory_id, scope=_optional_scope(user_id, agent_id, run_id))
+        result = self.store.erase.memory(memory_id, scope=_optional_scope(user_id, agent_id, run_id))
         self._drop_cached_vectors()
         return result
 
@@ -180,7 +180,7 @@ class Memory:
     ) -> DeleteResult:
         """Erase everything stored for a scope (the GDPR path): memories, vectors, keyword
         entries, episodes, events, entities and blocks."""
-        result = self.store.purge_scope(Scope.of(user_id, agent_id, run_id))
+        result = self.store.erase.scope(Scope.of(user_id, agent_id, run_id))
         self._drop_cached_vectors()
         return result
 

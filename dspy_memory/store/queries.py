@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from dspy_memory.errors import MemoryNotFoundError
 from dspy_memory.timeutil import TimeLike, now_db, to_db
 from dspy_memory.types import MEMORY_KINDS, MemoryRecord, Scope
 
@@ -171,6 +172,11 @@ class Candidate(NamedTuple):
     age_days: float  # from valid_at (else created_at) to the reference time
     importance: float
     strength: float
+
+
+def not_found(memory_id: str, scope: Scope | None) -> MemoryNotFoundError:
+    where = "" if scope is None else f" in scope {scope.model_dump(exclude_none=True)}"
+    return MemoryNotFoundError(f"no memory with id {memory_id!r}{where}")
 
 
 def status_of(row: Any, view: TimeView) -> str:

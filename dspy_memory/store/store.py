@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dspy_memory.errors import EmbedderMismatchError, MemoryNotFoundError
+from dspy_memory.errors import EmbedderMismatchError
 from dspy_memory.store import keyword
 from dspy_memory.store.connection import Connections, resolve_driver
 from dspy_memory.store.episodes import EpisodeLog
+from dspy_memory.store.erase import Eraser
 from dspy_memory.store.migrations import migrate
 from dspy_memory.store.queries import (
     CANDIDATES_FROM,
@@ -27,13 +27,14 @@ from dspy_memory.store.queries import (
     TimeView,
     kinds_predicate,
     metadata_predicate,
+    not_found,
     record_from_row,
     scope_predicate,
     time_predicate,
 )
 from dspy_memory.store.vectors import NO_USER, VectorIndex
 from dspy_memory.timeutil import now_db
-from dspy_memory.types import DeleteResult, Event, MemoryRecord, Provenance, Scope
+from dspy_memory.types import Event, MemoryRecord, Provenance, Scope
 
 
 @dataclass
@@ -64,7 +65,8 @@ class NewMemory:
 
 
 class Store:
-    """Schema, transactions, episodes, memories, events, and the vector and keyword indexes.
+    """Schema, transactions, memories, events; episodes, vector and keyword indexes and erasure
+    live in the components `episodes`, `vectors`, `keywords` and `erase`.
 
     Methods that write join the caller's `transaction()` when there is one, so a write path can
     group many calls into one atomic unit.
@@ -93,6 +95,7 @@ class Store:
         self.vectors = VectorIndex(cache_min_rows=vector_cache_min_rows, cache_max_rows=vector_cache_max_rows)
         self.keywords = keyword.KeywordIndex(score_budget=keyword_score_budget)
         self.episodes = EpisodeLog(self._conns)
+        self.erase = Eraser(self._conns, self.vectors, self.keywords, path=path)
         with self._conns.read() as conn:
             migrate(conn)
             bound = self._meta(conn, "embedder_dim")
@@ -264,7 +267,7 @@ class Store:
         with self.transaction() as conn:
             row = self._current_row(conn, memory_id, scope)
             if row is None:
-                raise MemoryNotFoundError(_not_found(memory_id, scope))
+                raise not_found(memory_id, scope)
             view = TimeView(as_of=at, known_at=at)
             old = record_from_row(row, view)
             if embedding is None:
@@ -456,104 +459,6 @@ class Store:
                 reference=reference,
             )
 
-    # -- deletion (the GDPR path) --------------------------------------------------------------
-
-    @contextmanager
-    def _purging(self) -> Iterator[Any]:
-        """A transaction whose freed pages are zeroed, then compaction of what it left behind."""
-        with self._conns.read() as conn:
-            conn.execute("PRAGMA secure_delete = ON")
-        try:
-            with self.transaction() as conn:
-                yield conn
-            with self.transaction() as conn:
-                self.keywords.optimize(conn)
-        finally:
-            with self._conns.read() as conn:
-                conn.execute("PRAGMA secure_delete = OFF")
-        if self.path != ":memory:":
-            with self._conns.read() as conn:
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-    def _delete_rows(self, conn: Any, row_ids: list[int]) -> dict[str, int]:
-        ids_json = json.dumps(row_ids)
-        counts = {"vectors": self.vectors.delete(conn, row_ids)}
-        counts["keyword_entries"] = self.keywords.delete(conn, row_ids)
-        counts["memories"] = conn.execute(
-            "DELETE FROM memories WHERE row_id IN (SELECT value FROM json_each(?))", (ids_json,)
-        ).rowcount
-        return counts
-
-    def purge_memory(
-        self, memory_id: str, *, scope: Scope | None = None, actor: str = "user"
-    ) -> DeleteResult:
-        """Delete every version of a memory, its vectors, keyword entries and sources; erase the
-        content of its events and log a DELETE; delete source episodes nothing else came from."""
-        predicate = scope_predicate(Predicate().add("m.id = ?", memory_id), scope)
-        with self._purging() as conn:
-            rows = conn.execute(
-                f"SELECT row_id, user_id, agent_id, run_id FROM memories m WHERE {predicate.sql}",
-                predicate.params,
-            ).fetchall()
-            if not rows:
-                raise MemoryNotFoundError(_not_found(memory_id, scope))
-            counts = self._delete_rows(conn, [row[0] for row in rows])
-            episode_ids = [
-                row[0]
-                for row in conn.execute(
-                    "SELECT episode_id FROM memory_sources WHERE memory_id = ?", (memory_id,)
-                )
-            ]
-            counts["sources"] = conn.execute(
-                "DELETE FROM memory_sources WHERE memory_id = ?", (memory_id,)
-            ).rowcount
-            counts["episodes"] = conn.execute(
-                "DELETE FROM episodes WHERE id IN (SELECT value FROM json_each(?)) "
-                "AND id NOT IN (SELECT episode_id FROM memory_sources)",
-                (json.dumps(episode_ids),),
-            ).rowcount
-            counts["events_erased"] = conn.execute(
-                "UPDATE memory_events SET old_content = NULL, new_content = NULL, reason = NULL, "
-                "metadata = '{}' WHERE memory_id = ?",
-                (memory_id,),
-            ).rowcount
-            _, user_id, agent_id, run_id = rows[0]
-            conn.execute(
-                "INSERT INTO memory_events (memory_id, user_id, agent_id, run_id, event, actor, "
-                "created_at) VALUES (?, ?, ?, ?, 'DELETE', ?, ?)",
-                (memory_id, user_id, agent_id, run_id, actor, now_db()),
-            )
-        return DeleteResult(counts=counts)
-
-    def purge_scope(self, scope: Scope) -> DeleteResult:
-        """Delete everything stored for a scope: memories, vectors, keyword entries, sources,
-        episodes, events, entities and blocks."""
-        memories = scope_predicate(Predicate(), scope)
-        with self._purging() as conn:
-            row_ids = [
-                row[0]
-                for row in conn.execute(
-                    f"SELECT row_id FROM memories m WHERE {memories.sql}", memories.params
-                )
-            ]
-            memory_ids = [
-                row[0]
-                for row in conn.execute(
-                    f"SELECT DISTINCT id FROM memories m WHERE {memories.sql}", memories.params
-                )
-            ]
-            counts = self._delete_rows(conn, row_ids)
-            counts["sources"] = conn.execute(
-                "DELETE FROM memory_sources WHERE memory_id IN (SELECT value FROM json_each(?))",
-                (json.dumps(memory_ids),),
-            ).rowcount
-            for table in ("episodes", "memory_events", "entities", "blocks"):
-                predicate = scope_predicate(Predicate(), scope, alias="t")
-                counts[table] = conn.execute(
-                    f"DELETE FROM {table} AS t WHERE {predicate.sql}", predicate.params
-                ).rowcount
-        return DeleteResult(counts=counts)
-
     # -- inspection ----------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
@@ -576,8 +481,3 @@ class Store:
             "tables": tables,
             "current_memories": current,
         }
-
-
-def _not_found(memory_id: str, scope: Scope | None) -> str:
-    where = "" if scope is None else f" in scope {scope.model_dump(exclude_none=True)}"
-    return f"no memory with id {memory_id!r}{where}"
