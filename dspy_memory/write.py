@@ -183,6 +183,11 @@ class Writer:
         another writer is processing right now are left alone). Returns how many were done."""
         cutoff = to_db(utcnow().timestamp() - grace_seconds) or now_db()
         pending = self.store.episodes.unfinished(ingested_before=cutoff, limit=limit)
-        if pending:
-            self.process(pending, actor="system")
+        # Episodes whose memories were written before a crash only need marking, not embedding.
+        finished = self.store.episodes.with_memories([episode.id for episode in pending])
+        if finished:
+            self.store.episodes.mark(list(finished), "done")
+        todo = [episode for episode in pending if episode.id not in finished]
+        if todo:
+            self.process(todo, actor="system")
         return len(pending)
