@@ -136,7 +136,7 @@ class Retriever:
         if chosen.dense and chosen.keyword and config.parallel_sources:
             # The keyword search runs in a worker while the query is embedded and searched
             # densely; the model, numpy and SQLite release the GIL. Measured at 10k memories
-            # with precomputed query vectors: 0.8x the time of both in a row; with MiniLM in
+            # with precomputed query vectors: 0.75-1.0x the time of both in a row; with MiniLM in
             # the loop the keyword search is hidden behind the embedding.
             future = self._pool.submit(keyword_source)
             dense = dense_source()
