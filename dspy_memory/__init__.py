@@ -1,6 +1,6 @@
 """dspy-memory: long-term, time-aware memory for DSPy agents in one SQLite file."""
 
-from dspy_memory.config import MemoryConfig, RetrievalConfig
+from dspy_memory.config import MemoryConfig, RetrievalConfig, WriteConfig
 from dspy_memory.embed import (
     CallableEmbedder,
     Embedder,
@@ -15,20 +15,30 @@ from dspy_memory.errors import (
     EmbedderMismatchError,
     EmbeddingError,
     ExtensionLoadError,
+    LMUnavailableError,
     MemoryNotFoundError,
     SchemaError,
     ScopeError,
+    WriteProgramError,
 )
+from dspy_memory.lm import LocalModels, local
 from dspy_memory.memory import Memory
 from dspy_memory.retrieval import RECIPES, Recipe
 from dspy_memory.types import (
     AddResult,
+    AppliedOp,
     DeleteResult,
+    Entity,
+    EntityEdges,
     Episode,
     Event,
+    Fact,
     Hit,
+    LMUsage,
     MemoryRecord,
+    Op,
     Provenance,
+    Rejection,
     Scope,
     ScoreDetails,
 )
@@ -38,30 +48,42 @@ __version__ = "0.1.0"
 __all__ = [
     "RECIPES",
     "AddResult",
+    "AppliedOp",
     "CallableEmbedder",
     "DSPyMemoryError",
     "DeleteResult",
     "Embedder",
     "EmbedderMismatchError",
     "EmbeddingError",
+    "Entity",
+    "EntityEdges",
     "Episode",
     "Event",
     "ExtensionLoadError",
+    "Fact",
     "HashEmbedder",
     "Hit",
+    "LMUnavailableError",
+    "LMUsage",
     "LocalEmbedder",
+    "LocalModels",
     "Memory",
     "MemoryConfig",
     "MemoryNotFoundError",
     "MemoryRecord",
     "OllamaEmbedder",
+    "Op",
     "OpenAIEmbedder",
     "Provenance",
     "Recipe",
+    "Rejection",
     "RetrievalConfig",
     "SchemaError",
     "Scope",
     "ScopeError",
     "ScoreDetails",
+    "WriteConfig",
+    "WriteProgramError",
+    "local",
     "make_embedder",
 ]

@@ -57,6 +57,42 @@ class RetrievalConfig(BaseModel):
     max_query_terms: int = Field(32, ge=1)
 
 
+class WriteConfig(BaseModel):
+    """The LM write path (see docs/write-path.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # "fused": one LM call extracts facts and decides operations; "two_step": extract, then
+    # reconcile (two calls; the second is skipped when there is nothing to compare with).
+    mode: Literal["fused", "two_step"] = "fused"
+    # Existing memories shown to the LM: the top `candidates_per_message` of a hybrid search
+    # per message (the latest `max_candidate_queries` messages), at most `max_candidates`.
+    candidates_per_message: int = Field(5, ge=0)
+    max_candidate_queries: int = Field(8, ge=1)
+    max_candidates: int = Field(20, ge=0)
+    # Attempts per batch (each may itself cost two calls: DSPy's ChatAdapter retries a
+    # malformed answer once in JSON).
+    max_attempts: int = Field(2, ge=1)
+    # Limits on one answer; what exceeds them is refused and recorded.
+    max_ops: int = Field(50, ge=1)
+    max_content_chars: int = Field(1000, ge=10)
+    max_deletes: int = Field(5, ge=0)
+    # DELETE is applied only when a user-authored message of the batch matches this pattern: a
+    # memory whose text says "delete everything" must not be able to trigger deletions.
+    forget_pattern: str = (
+        r"\b(forget|delete|erase|remove|wipe|purge)\b|don'?t (remember|keep|store)|stop remembering"
+    )
+    # Longer messages are cut for the prompt (the episode keeps every character).
+    max_turn_chars: int = Field(4000, ge=100)
+    # Strength added to a memory each time it is stated again (NOOP).
+    confirm_strength: float = Field(1.0, ge=0)
+    # Background writer: a batch of one scope is processed once no message arrived for it for
+    # `debounce_seconds`, or `max_wait_seconds` after its first message, or at `max_batch`.
+    debounce_seconds: float = Field(2.0, ge=0)
+    max_wait_seconds: float = Field(30.0, ge=0)
+    max_batch: int = Field(20, ge=1)
+
+
 class MemoryConfig(BaseModel):
     """Configuration of a `Memory`. Build it directly, from TOML, or from DSPY_MEMORY_* env vars."""
 
@@ -70,6 +106,12 @@ class MemoryConfig(BaseModel):
     embed_batch_size: int = Field(64, ge=1)
     embed_cache_size: int = Field(10_000, ge=0)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    write: WriteConfig = Field(default_factory=WriteConfig)
+    # The LM that writes memories, as a DSPy model string ("ollama_chat/llama3.2",
+    # "openai/gpt-4o-mini", "anthropic/claude-3-5-haiku-latest"). None: the LM set with
+    # dspy.configure(lm=...), if any; without one, add() stores raw turns.
+    lm: str | None = None
+    lm_api_base: str | None = None
     # Count recalls (access_count, last_accessed_at) on every search; the forgetting curve uses it.
     track_access: bool = True
     busy_timeout_ms: int = Field(10_000, ge=0)

@@ -29,3 +29,16 @@ class ScopeError(DSPyMemoryError, ValueError):
 
 class SchemaError(DSPyMemoryError):
     """The memory file's schema is newer than this version of dspy-memory understands."""
+
+
+class LMUnavailableError(DSPyMemoryError):
+    """No LM is configured, or the configured one cannot be reached."""
+
+
+class WriteProgramError(DSPyMemoryError):
+    """The write program failed on every attempt (LM errors or answers that could not be
+    parsed). `usage` is what the attempts cost."""
+
+    def __init__(self, message: str, *, usage: object = None) -> None:
+        super().__init__(message)
+        self.usage = usage

@@ -8,14 +8,27 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dspy_memory.background import BackgroundWriter
 from dspy_memory.config import MemoryConfig
 from dspy_memory.embed import Embedder, make_embedder
-from dspy_memory.errors import MemoryNotFoundError
+from dspy_memory.errors import LMUnavailableError, MemoryNotFoundError
+from dspy_memory.inputs import MessagesInput
+from dspy_memory.lm import resolve_lm
 from dspy_memory.retrieval import Recipe, Retriever
 from dspy_memory.store import Store, TimeView
+from dspy_memory.text import content_hash
 from dspy_memory.timeutil import TimeLike
-from dspy_memory.types import AddResult, DeleteResult, Event, Hit, MemoryRecord, Scope
-from dspy_memory.write import MessagesInput, Writer, content_hash
+from dspy_memory.types import (
+    AddResult,
+    DeleteResult,
+    EntityEdges,
+    Episode,
+    Event,
+    Hit,
+    MemoryRecord,
+    Scope,
+)
+from dspy_memory.write import Writer, scope_of
 
 logger = logging.getLogger("dspy_memory")
 
@@ -47,6 +60,10 @@ class Memory:
     `embedder` may be a spec ("local", "ollama:nomic-embed-text", "openai:text-embedding-3-small",
     "test"), an Embedder, or a `dspy.Embedder`. Left out, a file that already exists is opened with
     the embedder it was built with, and a new file uses the local MiniLM model.
+
+    `lm` (a dspy.LM or a model string) writes memories; left out, the LM set with
+    `dspy.configure(lm=...)` does, and without any LM `add()` stores raw turns.
+    `write_program` replaces the write program (e.g. one compiled with a DSPy optimizer).
     """
 
     def __init__(
@@ -54,6 +71,8 @@ class Memory:
         path_or_config: str | os.PathLike[str] | MemoryConfig = "memory.db",
         *,
         embedder: Any = None,
+        lm: Any = None,
+        write_program: Any = None,
         **settings: Any,
     ) -> None:
         if isinstance(path_or_config, MemoryConfig):
@@ -83,15 +102,30 @@ class Memory:
         except BaseException:
             self.store.close()
             raise
-        self._writer = Writer(self.store, self.embedder)
+        self._lm = lm if lm is not None else self._lm_from_config()
         self._retriever = Retriever(self.store, self.embedder, retrieval, track_access=config.track_access)
+        self._writer = Writer(self.store, self.embedder, self._retriever, config.write, program=write_program)
+        self._background = BackgroundWriter(
+            self._process,
+            debounce_seconds=config.write.debounce_seconds,
+            max_wait_seconds=config.write.max_wait_seconds,
+            max_batch=config.write.max_batch,
+        )
         if config.process_pending_on_open:
             try:
-                replayed = self._writer.process_pending(grace_seconds=config.pending_grace_seconds)
-                if replayed:
-                    logger.info("processed %d pending episodes from %s", replayed, config.path)
+                resumed = self._resume(self._writer.unfinished(grace_seconds=config.pending_grace_seconds))
+                if resumed:
+                    logger.info("resumed %d unfinished episodes from %s", resumed, config.path)
             except Exception as exc:  # the episodes stay on disk and are retried next time
                 logger.warning("pending episodes in %s could not be processed yet: %s", config.path, exc)
+
+    def _lm_from_config(self) -> Any:
+        if self.config.lm is None:
+            return None
+        import dspy
+
+        extra = {"api_base": self.config.lm_api_base} if self.config.lm_api_base else {}
+        return dspy.LM(self.config.lm, **extra)
 
     def _choose_embedder(self, embedder: Any) -> Any:
         if embedder is not None:
@@ -120,16 +154,82 @@ class Memory:
         run_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         at: TimeLike | None = None,
+        infer: bool | None = None,
+        background: bool = False,
     ) -> AddResult:
         """Remember messages (a string, a {"role", "content"} dict, or a list of them).
 
-        Each message is persisted as an episode first, then stored as a searchable `turn`
-        memory. `at` is when it happened (default now); a message's own "at" key overrides it.
+        Each message is persisted as an episode first. With an LM (infer=None uses one when one
+        is configured; infer=True requires one) the write program extracts facts and updates,
+        invalidates or confirms existing memories; without, each message is stored as a raw
+        `turn` memory. `at` is when it happened (default now); a message's own "at" overrides
+        it. background=True returns once the episodes are on disk; `flush()` waits for them.
         """
         scope = Scope.of(user_id, agent_id, run_id)
-        episodes = self._writer.persist(messages, scope, metadata=metadata, at=at)
-        memories = self._writer.process(episodes)
-        return AddResult(episodes=self.store.episodes.get_many([e.id for e in episodes]), memories=memories)
+        lm = self._lm_for(infer)
+        episodes = self._writer.persist(messages, scope, metadata=metadata, at=at, infer=lm is not None)
+        if background:
+            self._background.submit(episodes, lm)
+            mode = self.config.write.mode if lm is not None else "raw"
+            return AddResult(episodes=episodes, mode=mode, queued=True)
+        return self._process(episodes, lm)
+
+    def _lm_for(self, infer: bool | None) -> Any:
+        if infer is False:
+            return None
+        lm = resolve_lm(self._lm)
+        if lm is None and infer:
+            raise LMUnavailableError(
+                "add(infer=True) needs an LM: dspy.configure(lm=dspy.LM('ollama_chat/llama3.2')), "
+                "Memory(path, lm=...), or DSPY_MEMORY_LM=...; infer=False stores raw turns"
+            )
+        return lm
+
+    def _process(self, episodes: list[Episode], lm: Any) -> AddResult:
+        if lm is None:
+            memories = self._writer.process_raw(episodes)
+            return AddResult(
+                episodes=self.store.episodes.get_many([e.id for e in episodes]), memories=memories
+            )
+        return self._writer.infer(episodes, lm=lm)
+
+    def _resume(self, episodes: list[Episode]) -> int:
+        """Process unfinished episodes the way they were added: raw ones now, inferred ones
+        with the LM in the background (or kept as raw turns until an LM is configured)."""
+        raw = [episode for episode in episodes if not episode.infer]
+        self._writer.process_raw(raw, actor="system")
+        inferred = [episode for episode in episodes if episode.infer]
+        lm = resolve_lm(self._lm)
+        if inferred and lm is None:
+            self._writer.process_raw(
+                inferred, actor="system", status="failed", error="no LM configured; reprocess() with one"
+            )
+        elif inferred:
+            self._background.submit(inferred, lm)
+        return len(episodes)
+
+    def reprocess(self, *, limit: int = 1000) -> list[AddResult]:
+        """Process failed and pending episodes again now (after an LM or embedder outage), one
+        batch per scope; returns what each batch did."""
+        self._background.flush()
+        episodes = self._writer.unfinished(grace_seconds=0, limit=limit)
+        results = []
+        lm = resolve_lm(self._lm)
+        by_scope: dict[Scope, list[Episode]] = {}
+        for episode in episodes:
+            by_scope.setdefault(scope_of(episode), []).append(episode)
+        for batch in by_scope.values():
+            raw = [episode for episode in batch if not episode.infer or lm is None]
+            if raw:
+                results.append(self._process(raw, None))
+            inferred = [episode for episode in batch if episode.infer and lm is not None]
+            if inferred:
+                results.append(self._process(inferred, lm))
+        return results
+
+    def flush(self, timeout: float | None = None) -> list[AddResult]:
+        """Wait until every background add is processed; returns their results."""
+        return self._background.flush(timeout=timeout)
 
     def update(
         self,
@@ -183,10 +283,6 @@ class Memory:
         result = self.store.erase.scope(Scope.of(user_id, agent_id, run_id))
         self._drop_cached_vectors()
         return result
-
-    def process_pending(self) -> int:
-        """Process episodes left unfinished (older than the grace period). Returns how many."""
-        return self._writer.process_pending(grace_seconds=self.config.pending_grace_seconds)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -263,8 +359,44 @@ class Memory:
         """How a memory changed: its ADD, UPDATE, INVALIDATE, ... events, oldest first."""
         return self.store.history(memory_id, scope=_optional_scope(user_id, agent_id, run_id))
 
+    def timeline(
+        self,
+        *,
+        subject: str | None = None,
+        predicate: str | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        known_at: TimeLike | None = None,
+    ) -> list[MemoryRecord]:
+        """How a fact changed: every memory about `subject` (and `predicate`, e.g. "lives_in"),
+        current and superseded, in world-time order, as believed at `known_at` (default now)."""
+        if subject is None and predicate is None:
+            raise ValueError("timeline() needs subject=, predicate= or both")
+        view = TimeView.at(known_at=known_at)
+        return self.store.graph.timeline(
+            Scope.of(user_id, agent_id, run_id), view, subject=subject, predicate=predicate
+        )
+
+    def graph(
+        self,
+        entity: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        known_at: TimeLike | None = None,
+    ) -> EntityEdges:
+        """An entity's edges: memories in which it is the subject or the object, current and
+        past, with their validity dates."""
+        scope = Scope.of(user_id, agent_id, run_id)
+        entities = self.store.graph.entities(entity, scope)
+        edges = self.store.graph.edges([e.id for e in entities], scope, TimeView.at(known_at=known_at))
+        return EntityEdges(entity=entity, entities=entities, edges=edges)
+
     def stats(self) -> dict[str, Any]:
-        return self.store.stats()
+        """Row counts, the embedder, and what the write program has cost so far."""
+        return {**self.store.stats(), "writes": self.store.runs.totals()}
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -276,6 +408,8 @@ class Memory:
             clear()
 
     def close(self) -> None:
+        """Process queued background adds, then close the file."""
+        self._background.close()
         self._retriever.close()
         self.store.close()
 

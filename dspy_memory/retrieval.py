@@ -107,7 +107,10 @@ class Retriever:
         view: TimeView,
         kinds: Sequence[str] | None = None,
         filters: dict[str, Any] | None = None,
+        count_access: bool = True,
     ) -> list[Hit]:
+        """`count_access=False` for internal lookups (the write path's candidates), which are
+        not recalls and must not strengthen memories."""
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, not {type(query).__name__}")
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
@@ -150,7 +153,7 @@ class Retriever:
         ranked = ranked[:k]
         found = self.store.records_with_provenance([row_id for row_id, _ in ranked], view)
         ranked = [(row_id, detail) for row_id, detail in ranked if row_id in found]
-        if self.track_access and ranked:
+        if self.track_access and count_access and ranked:
             self._record_access([row_id for row_id, _ in ranked])
         return [
             Hit(

@@ -1,109 +1,63 @@
-"""Write path: input -> episodes (persisted first) -> memories, in one transaction.
+"""Write path: input -> episodes (persisted first) -> memories.
 
-This is raw mode: every message becomes a searchable `turn` memory. Episodes are written in
-their own transaction before anything that can fail (embedding, later an LM call), so nothing a
-user gave us is lost; episodes left unfinished are replayed by `process_pending`.
+Raw mode stores every message as a searchable `turn` memory. With an LM, the write program
+reads the episodes next to the existing memories most related to them, proposes operations,
+`plan.py` validates them, and they are applied in ONE transaction with their events. Episodes
+are written in their own transaction before anything that can fail (embedding, the LM), so
+nothing a user gave us is lost; unfinished episodes are replayed by `unfinished`/`infer`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
+import logging
+import re
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+from dspy_memory.config import WriteConfig
 from dspy_memory.embed import Embedder
+from dspy_memory.errors import WriteProgramError
+from dspy_memory.inputs import MessagesInput, drafts_from_input, turn_text
+from dspy_memory.lm import lm_name, run_program, short_error
+from dspy_memory.plan import NEEDS_CONTENT, Plan, PlanLimits, PlannedOp, plan_ops
+from dspy_memory.retrieval import Retriever
 from dspy_memory.store import NewMemory, Store, TimeView
-from dspy_memory.timeutil import TimeLike, now_db, to_datetime, to_db, utcnow
-from dspy_memory.types import Episode, MemoryRecord, Scope
+from dspy_memory.text import content_hash, normalize_name
+from dspy_memory.timeutil import TimeLike, from_db, now_db, to_datetime, to_db, utcnow
+from dspy_memory.types import AddResult, AppliedOp, Episode, LMUsage, MemoryRecord, Rejection, Scope
 
-MessagesInput = str | Mapping[str, Any] | Sequence[Any]
+logger = logging.getLogger("dspy_memory")
 
-_MESSAGE_KEYS = {"role", "content", "name", "metadata", "at"}
-
-
-def content_hash(content: str) -> str:
-    """Hash of a memory's text, insensitive to case and whitespace (for de-duplication)."""
-    normalized = " ".join(content.split()).casefold()
-    return hashlib.sha256(normalized.encode("utf-8")).hexdigest()
+FACT_KINDS = ("fact", "preference", "event", "procedure", "profile", "note")
 
 
-@dataclass
-class _Draft:
-    source: str
-    content: str
-    role: str | None = None
-    name: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    at: TimeLike | None = None
-
-
-def _message(item: Mapping[str, Any], position: int) -> _Draft:
-    content = item.get("content")
-    if not isinstance(content, str):
-        raise TypeError(f"message {position}: 'content' must be a string, got {type(content).__name__}")
-    for key in ("role", "name"):
-        if item.get(key) is not None and not isinstance(item[key], str):
-            raise TypeError(f"message {position}: {key!r} must be a string")
-    metadata = item.get("metadata") or {}
-    if not isinstance(metadata, Mapping):
-        raise TypeError(f"message {position}: 'metadata' must be a dict")
-    unknown = set(item) - _MESSAGE_KEYS
-    extra = {key: item[key] for key in unknown}
-    return _Draft(
-        source="message",
-        content=content,
-        role=item.get("role"),
-        name=item.get("name"),
-        metadata={**extra, **metadata},
-        at=item.get("at"),
-    )
-
-
-def drafts_from_input(messages: MessagesInput) -> list[_Draft]:
-    """Accept a string (text), a message dict, a list of message dicts or strings, or any other
-    JSON-serializable dict (stored as a json episode)."""
-    if isinstance(messages, str):
-        return [_Draft(source="text", content=messages)]
-    if isinstance(messages, Mapping):
-        if "content" in messages:
-            return [_message(messages, 0)]
-        try:
-            return [_Draft(source="json", content=json.dumps(messages, ensure_ascii=False, sort_keys=True))]
-        except TypeError as exc:
-            raise TypeError(f"a dict without 'content' is stored as JSON, but {exc}") from None
-    if isinstance(messages, Sequence) and not isinstance(messages, (bytes, bytearray)):
-        drafts = []
-        for position, item in enumerate(messages):
-            if isinstance(item, str):
-                drafts.append(_Draft(source="text", content=item))
-            elif isinstance(item, Mapping) and "content" in item:
-                drafts.append(_message(item, position))
-            else:
-                raise TypeError(
-                    f"message {position} must be a string or a dict with 'role' and 'content', "
-                    f"got {type(item).__name__}"
-                )
-        if not drafts:
-            raise ValueError("add() got an empty list of messages")
-        return drafts
-    raise TypeError(
-        "add() takes a string, a message dict, or a list of messages "
-        f"({{'role': ..., 'content': ...}}), not {type(messages).__name__}"
-    )
-
-
-def turn_text(episode: Episode) -> str:
-    """What a raw turn memory says: the speaker's name travels with the words."""
-    return f"{episode.name}: {episode.content}" if episode.name else episode.content
+def scope_of(episode: Episode) -> Scope:
+    return Scope.of(episode.user_id, episode.agent_id, episode.run_id)
 
 
 class Writer:
-    def __init__(self, store: Store, embedder: Embedder) -> None:
+    def __init__(
+        self, store: Store, embedder: Embedder, retriever: Retriever, config: WriteConfig, program: Any = None
+    ) -> None:
         self.store = store
         self.embedder = embedder
+        self.retriever = retriever
+        self.config = config
+        self._program = program
+        self._forget = re.compile(config.forget_pattern, re.IGNORECASE)
+
+    @property
+    def program(self) -> Any:
+        """The DSPy module that decides operations (built on first use: importing DSPy costs ~1 s)."""
+        if self._program is None:
+            from dspy_memory.programs import make_write_program
+
+            self._program = make_write_program(self.config.mode)
+        return self._program
+
+    # -- episodes ------------------------------------------------------------------------------
 
     def persist(
         self,
@@ -112,6 +66,7 @@ class Writer:
         *,
         metadata: Mapping[str, Any] | None = None,
         at: TimeLike | None = None,
+        infer: bool = False,
     ) -> list[Episode]:
         """Write the input as episodes, in their own transaction, before any processing."""
         if metadata is not None and not isinstance(metadata, Mapping):
@@ -132,6 +87,7 @@ class Writer:
                 metadata={**(metadata or {}), **draft.metadata},
                 occurred_at=to_datetime(draft.at, name="at") if draft.at is not None else default_time,
                 ingested_at=ingested,
+                infer=infer,
             )
             for draft in drafts
         ]
@@ -142,20 +98,36 @@ class Writer:
         self.store.episodes.insert(episodes)
         return episodes
 
-    def process(self, episodes: Sequence[Episode], *, actor: str = "user") -> list[MemoryRecord]:
-        """Turn episodes into `turn` memories. Safe to repeat: an episode that already has
-        memories is only marked done."""
+    def unfinished(self, *, grace_seconds: float, limit: int = 1000) -> list[Episode]:
+        """Episodes left pending or failed, older than `grace_seconds` (younger ones may be in
+        the hands of another writer right now)."""
+        cutoff = to_db(utcnow().timestamp() - grace_seconds) or now_db()
+        return self.store.episodes.unfinished(ingested_before=cutoff, limit=limit)
+
+    # -- raw mode ------------------------------------------------------------------------------
+
+    def process_raw(
+        self,
+        episodes: Sequence[Episode],
+        *,
+        actor: str = "user",
+        status: str = "done",
+        error: str | None = None,
+    ) -> list[MemoryRecord]:
+        """Store episodes as `turn` memories. Safe to repeat: an episode that already has
+        memories gets none again. `status` is what the episodes are marked afterwards."""
         if not episodes:
             return []
         ids = [episode.id for episode in episodes]
-        with_text = [episode for episode in episodes if episode.content.strip()]
+        already = self.store.episodes.with_memories(ids)
+        todo = [episode for episode in episodes if episode.content.strip() and episode.id not in already]
         try:
-            vectors = self.embedder.embed([turn_text(episode) for episode in with_text])
+            vectors = self.embedder.embed([turn_text(episode) for episode in todo]) if todo else []
         except Exception as exc:
-            self.store.episodes.mark(ids, "failed", error=f"{type(exc).__name__}: {exc}")
+            reason = f"{error}; " if error else ""
+            self.store.episodes.mark(ids, "failed", error=reason + short_error(exc))
             raise
         with self.store.transaction():
-            already = self.store.episodes.with_memories(ids)
             items = [
                 NewMemory(
                     id=str(uuid.uuid4()),
@@ -170,24 +142,340 @@ class Writer:
                     valid_at=to_db(episode.occurred_at),
                     episode_ids=[episode.id],
                 )
-                for episode, vector in zip(with_text, vectors)
-                if episode.id not in already
+                for episode, vector in zip(todo, vectors)
             ]
             row_ids = self.store.insert_memories(items, actor=actor)
-            self.store.episodes.mark(ids, "done")
+            self.store.episodes.mark(ids, status, error=error)
             found = self.store.records_with_provenance(row_ids, TimeView.at())
         return [found[row_id][0] for row_id in row_ids]
 
-    def process_pending(self, *, grace_seconds: float = 60.0, limit: int = 1000) -> int:
-        """Replay episodes left pending or failed (older than `grace_seconds`, so episodes that
-        another writer is processing right now are left alone). Returns how many were done."""
-        cutoff = to_db(utcnow().timestamp() - grace_seconds) or now_db()
-        pending = self.store.episodes.unfinished(ingested_before=cutoff, limit=limit)
-        # Episodes whose memories were written before a crash only need marking, not embedding.
-        finished = self.store.episodes.with_memories([episode.id for episode in pending])
-        if finished:
-            self.store.episodes.mark(list(finished), "done")
-        todo = [episode for episode in pending if episode.id not in finished]
-        if todo:
-            self.process(todo, actor="system")
-        return len(pending)
+    # -- inference -----------------------------------------------------------------------------
+
+    def infer(self, episodes: Sequence[Episode], *, lm: Any) -> AddResult:
+        """Run the write program over episodes of ONE scope and apply what it decides.
+
+        LM and parse failures do not raise: after `max_attempts` the episodes are marked failed
+        with the error and kept searchable as raw `turn` memories (see AddResult.error)."""
+        mode = self.config.mode
+        started = now_db()
+        scope = scope_of(episodes[0])
+        ids = [episode.id for episode in episodes]
+        spoken = sorted(
+            (e for e in episodes if e.content.strip()), key=lambda e: (e.occurred_at, e.ingested_at)
+        )
+        if not spoken:
+            self.store.episodes.mark(ids, "done")
+            return AddResult(episodes=self.store.episodes.get_many(ids), mode=mode)
+        observed = max(to_db(episode.occurred_at) for episode in spoken)
+        candidates = self._candidates(spoken, scope)
+        try:
+            prediction, usage = run_program(
+                self.program,
+                lm,
+                self._program_inputs(spoken, candidates, scope, observed),
+                max_attempts=self.config.max_attempts,
+            )
+            ops = list(prediction.ops or [])
+        except WriteProgramError as exc:
+            return self._fail(episodes, scope, mode, lm, exc.usage or LMUsage(), str(exc), started)
+        plan = self._plan(ops, candidates, spoken, scope, observed)
+        try:
+            applied, memories = self._apply(plan, episodes, scope, observed)
+        except Exception as exc:
+            self.store.episodes.mark(ids, "failed", error=short_error(exc))
+            self._log_run(scope, mode, ids, lm, usage, 0, plan.rejected, short_error(exc), started)
+            raise
+        self._log_run(scope, mode, ids, lm, usage, len(applied), plan.rejected, None, started)
+        if plan.rejected:
+            logger.info("write program: %d operation(s) refused: %s", len(plan.rejected), plan.rejected)
+        return AddResult(
+            episodes=self.store.episodes.get_many(ids),
+            memories=memories,
+            mode=mode,
+            ops=applied,
+            rejected=plan.rejected,
+            usage=usage,
+        )
+
+    def _candidates(self, spoken: Sequence[Episode], scope: Scope) -> dict[int, MemoryRecord]:
+        """Existing memories most related to the new messages, by alias 1, 2, ..."""
+        config = self.config
+        found: dict[str, MemoryRecord] = {}
+        if config.candidates_per_message == 0 or config.max_candidates == 0:
+            return {}
+        view = TimeView.at()
+        for episode in spoken[-config.max_candidate_queries :]:
+            hits = self.retriever.search(
+                turn_text(episode)[: config.max_turn_chars],
+                scope,
+                k=config.candidates_per_message,
+                view=view,
+                kinds=FACT_KINDS,
+                count_access=False,
+            )
+            for hit in hits:
+                found.setdefault(hit.memory.id, hit.memory)
+        chosen = list(found.values())[: config.max_candidates]
+        return {alias: record for alias, record in enumerate(chosen, start=1)}
+
+    def _program_inputs(
+        self, spoken: Sequence[Episode], candidates: Mapping[int, MemoryRecord], scope: Scope, observed: str
+    ) -> dict[str, Any]:
+        from dspy_memory.programs import KnownMemory, Turn
+
+        limit = self.config.max_turn_chars
+        turns = [
+            Turn(
+                speaker=episode.name or episode.role or "user",
+                text=episode.content[:limit],
+                time=from_db(to_db(episode.occurred_at)).strftime("%Y-%m-%d %H:%M"),  # type: ignore[union-attr]
+            )
+            for episode in spoken
+        ]
+        existing = [
+            KnownMemory(
+                alias=alias,
+                content=record.content,
+                subject=record.subject,
+                predicate=record.predicate,
+                valid_at=record.valid_at.strftime("%Y-%m-%d") if record.valid_at else None,
+            )
+            for alias, record in candidates.items()
+        ]
+        speakers = sorted(
+            {f"{e.name} ({e.role})" if e.name and e.role else (e.name or e.role or "user") for e in spoken}
+        )
+        owner = ", ".join(f"{key}={value}" for key, value in scope.model_dump(exclude_none=True).items())
+        when = from_db(observed)
+        return {
+            "turns": turns,
+            "observed_at": when.strftime("%Y-%m-%d (%A)"),  # type: ignore[union-attr]
+            "existing_memories": existing,
+            "context": f"Speakers: {', '.join(speakers)}. Memories belong to {owner}.",
+        }
+
+    def _plan(
+        self,
+        ops: Sequence[Any],
+        candidates: Mapping[int, MemoryRecord],
+        spoken: Sequence[Episode],
+        scope: Scope,
+        observed: str,
+    ) -> Plan:
+        hashes = [content_hash(op.content) for op in ops if getattr(op, "content", None)]
+        # Requests to forget count only from people, not from tool output or the assistant.
+        delete_requested = any(
+            self._forget.search(episode.content)
+            for episode in spoken
+            if episode.role not in ("assistant", "tool", "system") and episode.source != "tool_step"
+        )
+        config = self.config
+        return plan_ops(
+            ops,
+            candidates,
+            scope=scope,
+            observed_at=observed,
+            delete_requested=delete_requested,
+            existing_hashes=self.store.current_by_hash(hashes, scope) if hashes else {},
+            limits=PlanLimits(
+                max_ops=config.max_ops,
+                max_content_chars=config.max_content_chars,
+                max_deletes=config.max_deletes,
+            ),
+        )
+
+    def _apply(
+        self, plan: Plan, episodes: Sequence[Episode], scope: Scope, observed: str
+    ) -> tuple[list[AppliedOp], list[MemoryRecord]]:
+        """Apply validated operations in one transaction; mark the episodes done in it."""
+        writes = [planned for planned in plan.ops if planned.action in NEEDS_CONTENT]
+        vectors = (
+            dict(zip((id(p) for p in writes), self.embedder.embed([p.content for p in writes])))
+            if writes
+            else {}
+        )
+        episode_ids = [episode.id for episode in episodes]
+        applied: list[AppliedOp] = []
+        changed: list[str] = []
+        store = self.store
+        with store.transaction():
+            names = [name for p in writes for name in (p.op.subject, p.op.object) if name]
+            entities = store.graph.upsert(names, scope)
+
+            def entity(name: str | None) -> str | None:
+                return entities.get(normalize_name(name)) if name else None
+
+            def add(p: PlannedOp) -> str:
+                new_id = str(uuid.uuid4())
+                item = NewMemory(
+                    id=new_id,
+                    content=p.content,  # type: ignore[arg-type]
+                    content_hash=p.content_hash,  # type: ignore[arg-type]
+                    embedding=vectors[id(p)],
+                    kind=p.op.kind,
+                    user_id=scope.user_id,
+                    agent_id=scope.agent_id,
+                    run_id=scope.run_id,
+                    confidence=p.op.confidence,
+                    importance=p.op.importance,
+                    valid_at=p.valid_at or observed,
+                    invalid_at=p.invalid_at,
+                    subject_id=entity(p.op.subject),
+                    predicate=p.predicate,
+                    object_id=entity(p.op.object),
+                    episode_ids=episode_ids,
+                )
+                store.insert_memories([item], actor="lm", reason=p.op.reason)
+                changed.append(new_id)
+                return new_id
+
+            for p in plan.ops:
+                target = p.target
+                reason = p.op.reason
+                if p.action == "ADD":
+                    applied.append(
+                        AppliedOp(action="ADD", memory_id=add(p), content=p.content, reason=reason)
+                    )
+                elif p.action == "UPDATE":
+                    assert target is not None
+                    changes: dict[str, Any] = {
+                        "content": p.content,
+                        "content_hash": p.content_hash,
+                        "kind": p.op.kind,
+                        "confidence": p.op.confidence,
+                        "importance": p.op.importance,
+                    }
+                    if p.op.subject:
+                        changes["subject_id"] = entity(p.op.subject)
+                    if p.op.object:
+                        changes["object_id"] = entity(p.op.object)
+                    if p.predicate:
+                        changes["predicate"] = p.predicate
+                    if p.valid_at:
+                        changes["valid_at"] = p.valid_at
+                    store.supersede(
+                        target.id,
+                        scope=scope,
+                        changes=changes,
+                        embedding=vectors[id(p)],
+                        event="UPDATE",
+                        actor="lm",
+                        reason=reason,
+                        episode_id=episode_ids[0],
+                    )
+                    changed.append(target.id)
+                    applied.append(
+                        AppliedOp(action="UPDATE", memory_id=target.id, content=p.content, reason=reason)
+                    )
+                elif p.action == "INVALIDATE":
+                    assert target is not None
+                    new_id = add(p)
+                    if p.op.correction:
+                        store.expire(
+                            target.id,
+                            scope=scope,
+                            actor="lm",
+                            reason=reason,
+                            episode_id=episode_ids[0],
+                            superseded_by=new_id,
+                            metadata={"correction": True, "superseded_by": new_id, "new_content": p.content},
+                        )
+                    else:
+                        store.supersede(
+                            target.id,
+                            scope=scope,
+                            changes={"invalid_at": p.valid_at, "superseded_by": new_id},
+                            embedding=None,
+                            event="INVALIDATE",
+                            actor="lm",
+                            reason=reason,
+                            episode_id=episode_ids[0],
+                            event_content=p.content,
+                            event_metadata={"superseded_by": new_id},
+                        )
+                    applied.append(
+                        AppliedOp(
+                            action="INVALIDATE",
+                            memory_id=new_id,
+                            content=p.content,
+                            replaced_id=target.id,
+                            correction=p.op.correction,
+                            reason=reason,
+                        )
+                    )
+                elif p.action == "DELETE":
+                    assert target is not None
+                    store.erase.memory(target.id, scope=scope, actor="lm")
+                    applied.append(AppliedOp(action="DELETE", memory_id=target.id, reason=reason))
+                elif p.action == "NOOP":
+                    assert target is not None
+                    store.confirm(
+                        target.id, scope=scope, episode_ids=episode_ids, gain=self.config.confirm_strength
+                    )
+                    applied.append(AppliedOp(action="NOOP", memory_id=target.id, reason=reason))
+            # Raw turns kept while an earlier attempt failed are replaced by what was extracted.
+            for turn_id in store.episodes.turn_memories(episode_ids):
+                store.expire(
+                    turn_id,
+                    scope=None,
+                    actor="system",
+                    event="MERGE",
+                    reason="replaced by memories extracted from its episode",
+                )
+            store.episodes.mark(episode_ids, "done")
+        if any(op.action == "DELETE" for op in applied):
+            store.erase.compact()
+            clear = getattr(self.embedder, "clear_cache", None)
+            if clear is not None:
+                clear()
+        records = [store.get_memory(memory_id, scope=scope) for memory_id in dict.fromkeys(changed)]
+        return applied, [record for record in records if record is not None]
+
+    def _fail(
+        self,
+        episodes: Sequence[Episode],
+        scope: Scope,
+        mode: str,
+        lm: Any,
+        usage: LMUsage,
+        error: str,
+        started: str,
+    ) -> AddResult:
+        """The program failed: keep the episodes searchable as raw turns, marked failed."""
+        logger.warning("write program failed; episodes kept as raw turns for reprocess(): %s", error)
+        ids = [episode.id for episode in episodes]
+        memories: list[MemoryRecord] = []
+        try:
+            memories = self.process_raw(episodes, actor="system", status="failed", error=error)
+        except Exception as exc:  # the episodes are on disk and marked failed by process_raw
+            error = f"{error}; raw turns not stored either: {short_error(exc)}"
+        self._log_run(scope, mode, ids, lm, usage, 0, [], error, started)
+        return AddResult(
+            episodes=self.store.episodes.get_many(ids), memories=memories, mode=mode, usage=usage, error=error
+        )
+
+    def _log_run(
+        self,
+        scope: Scope,
+        mode: str,
+        episode_ids: list[str],
+        lm: Any,
+        usage: LMUsage,
+        applied: int,
+        rejected: Sequence[Rejection],
+        error: str | None,
+        started: str,
+    ) -> None:
+        self.store.runs.log(
+            scope,
+            mode=mode,
+            episode_ids=episode_ids,
+            lm=lm_name(lm),
+            lm_calls=usage.lm_calls,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            ops_applied=applied,
+            rejected=[rejection.model_dump() for rejection in rejected],
+            error=error,
+            started_at=started,
+        )

@@ -30,14 +30,16 @@ def test_input_is_kept_when_embedding_fails_and_replayed_on_next_open(db_path):
 
     # Next start: the episode is older than the grace period and gets processed.
     with Memory(db_path, embedder=HashEmbedder(32)) as reopened:
-        assert reopened._writer.process_pending(grace_seconds=0) == 1
+        [result] = reopened.reprocess()
+        assert [e.status for e in result.episodes] == ["done"]
         [record] = reopened.get_all(user_id="ada")
         assert record.content == "I moved to Denver."
         assert reopened.store.episodes.list(memory_scope("ada"))[0].status == "done"
         # Replaying again does not duplicate.
         reopened.store.episodes.mark([episode.id], "pending")
-        assert reopened._writer.process_pending(grace_seconds=0) == 1
+        assert len(reopened.reprocess()) == 1
         assert len(reopened.get_all(user_id="ada")) == 1
+        assert reopened.reprocess() == []
 
 
 def test_pending_episodes_are_processed_when_a_file_is_opened(db_path):

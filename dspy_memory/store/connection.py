@@ -190,6 +190,10 @@ class Connections:
             finally:
                 self._local.depth = 0
 
+    def in_transaction(self) -> bool:
+        """Whether this thread is inside `transaction()`."""
+        return bool(getattr(self._local, "depth", 0))
+
     def close(self) -> None:
         with self._all_lock:
             if self._closed:

@@ -13,7 +13,7 @@ from dspy_memory.types import Episode, Scope
 
 _EPISODE_COLUMNS = (
     "id, user_id, agent_id, run_id, source, role, name, content, metadata, occurred_at, "
-    "ingested_at, status, error, attempts"
+    "ingested_at, status, error, attempts, infer"
 )
 
 
@@ -33,6 +33,7 @@ def _episode_from_row(row: Any) -> Episode:
         status=row[11],
         error=row[12],
         attempts=row[13],
+        infer=bool(row[14]),
     )
 
 
@@ -44,7 +45,7 @@ class EpisodeLog:
         with self._conns.transaction() as conn:
             conn.executemany(
                 f"INSERT INTO episodes ({_EPISODE_COLUMNS}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         e.id,
@@ -61,6 +62,7 @@ class EpisodeLog:
                         e.status,
                         e.error,
                         e.attempts,
+                        int(e.infer),
                     )
                     for e in episodes
                 ],
@@ -102,6 +104,17 @@ class EpisodeLog:
                 (ingested_before, limit),
             ).fetchall()
         return [_episode_from_row(row) for row in rows]
+
+    def turn_memories(self, episode_ids: Sequence[str]) -> list[str]:
+        """Ids of the current raw `turn` memories made from these episodes."""
+        with self._conns.read() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT m.id FROM memory_sources s JOIN memories m ON m.id = s.memory_id "
+                "WHERE s.episode_id IN (SELECT value FROM json_each(?)) AND m.kind = 'turn' "
+                "AND m.expired_at IS NULL",
+                (json.dumps(list(episode_ids)),),
+            ).fetchall()
+        return [row[0] for row in rows]
 
     def with_memories(self, episode_ids: Sequence[str]) -> set[str]:
         with self._conns.read() as conn:

@@ -29,12 +29,27 @@ class Eraser:
 
     @contextmanager
     def _purging(self) -> Iterator[Any]:
-        """A transaction whose freed pages are zeroed, then compaction of what it left behind."""
+        """A transaction whose freed pages are zeroed, then compaction of what it left behind.
+        Inside a caller's transaction (the LM write path applies a DELETE with its other ops),
+        the caller runs `compact()` after its commit."""
+        nested = self._conns.in_transaction()
         with self._conns.read() as conn:
             conn.execute("PRAGMA secure_delete = ON")
         try:
             with self._conns.transaction() as conn:
                 yield conn
+            if not nested:
+                self.compact()
+        finally:
+            if not nested:
+                with self._conns.read() as conn:
+                    conn.execute("PRAGMA secure_delete = OFF")
+
+    def compact(self) -> None:
+        """Rewrite the keyword index and checkpoint the WAL, so purged words leave the file."""
+        with self._conns.read() as conn:
+            conn.execute("PRAGMA secure_delete = ON")
+        try:
             with self._conns.transaction() as conn:
                 self._keywords.optimize(conn)
         finally:
@@ -94,7 +109,7 @@ class Eraser:
 
     def scope(self, scope: Scope) -> DeleteResult:
         """Delete everything stored for a scope: memories, vectors, keyword entries, sources,
-        episodes, events, entities and blocks."""
+        episodes, events, entities, blocks and write-run logs."""
         memories = scope_predicate(Predicate(), scope)
         with self._purging() as conn:
             rows = conn.execute(
@@ -107,7 +122,7 @@ class Eraser:
                 "DELETE FROM memory_sources WHERE memory_id IN (SELECT value FROM json_each(?))",
                 (json.dumps(memory_ids),),
             ).rowcount
-            for table in ("episodes", "memory_events", "entities", "blocks"):
+            for table in ("episodes", "memory_events", "entities", "blocks", "write_runs"):
                 predicate = scope_predicate(Predicate(), scope, alias="t")
                 counts[table] = conn.execute(
                     f"DELETE FROM {table} AS t WHERE {predicate.sql}", predicate.params

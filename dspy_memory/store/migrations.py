@@ -177,7 +177,39 @@ _V1 = (
     )""",
 )
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _V1),)
+# The LM write path: links from an invalidated memory to the one that replaced it, the intent
+# of an episode (inferred or raw) so replay processes it the way it was asked for, and an audit
+# of every write-program run (mode, LM cost, rejected ops; reasons only, never content).
+_V2 = (
+    "ALTER TABLE memories ADD COLUMN superseded_by TEXT",
+    "ALTER TABLE episodes ADD COLUMN infer INTEGER NOT NULL DEFAULT 0 CHECK (infer IN (0, 1))",
+    """CREATE TABLE write_runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        user_id TEXT,
+        agent_id TEXT,
+        run_id TEXT,
+        mode TEXT NOT NULL,
+        episode_ids TEXT NOT NULL CHECK (json_valid(episode_ids)),
+        lm TEXT,
+        lm_calls INTEGER NOT NULL DEFAULT 0,
+        prompt_tokens INTEGER NOT NULL DEFAULT 0,
+        completion_tokens INTEGER NOT NULL DEFAULT 0,
+        ops_applied INTEGER NOT NULL DEFAULT 0,
+        rejected TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(rejected)),
+        error TEXT,
+        started_at TEXT NOT NULL,
+        finished_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX write_runs_user ON write_runs (user_id, id)",
+    "CREATE INDEX write_runs_agent ON write_runs (agent_id, id)",
+    "CREATE INDEX write_runs_run ON write_runs (run_id, id)",
+    "CREATE INDEX memories_predicate ON memories (predicate) WHERE predicate IS NOT NULL",
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema", _V1),
+    Migration(2, "write path: superseded_by, episode intent, write runs", _V2),
+)
 LATEST_VERSION = MIGRATIONS[-1].version
 
 

@@ -17,8 +17,9 @@ MEMORY_COLUMNS = (
     "m.row_id, m.id, m.version, m.user_id, m.agent_id, m.run_id, m.content, m.kind, "
     "subj.name, m.predicate, obj.name, m.confidence, m.importance, m.strength, "
     "m.access_count, m.last_accessed_at, m.content_hash, m.metadata, m.valid_at, "
-    "m.invalid_at, m.created_at, m.expired_at"
+    "m.invalid_at, m.created_at, m.expired_at, m.superseded_by"
 )
+MEMORY_WIDTH = 23  # columns in MEMORY_COLUMNS; extra columns selected after them start here
 # The entity names MEMORY_COLUMNS reads (subj.name, obj.name).
 ENTITY_JOINS = (
     "LEFT JOIN entities subj ON subj.id = m.subject_id LEFT JOIN entities obj ON obj.id = m.object_id"
@@ -215,5 +216,6 @@ def record_from_row(row: Any, view: TimeView) -> MemoryRecord:
         invalid_at=row[19],
         created_at=row[20],
         expired_at=row[21],
+        superseded_by=row[22],
         status=status_of(row, view),
     )

@@ -16,12 +16,14 @@ from dspy_memory.store import keyword
 from dspy_memory.store.connection import Connections, resolve_driver
 from dspy_memory.store.episodes import EpisodeLog
 from dspy_memory.store.erase import Eraser
+from dspy_memory.store.graph import EntityGraph
 from dspy_memory.store.migrations import migrate
 from dspy_memory.store.queries import (
     CANDIDATES_FROM,
     ENTITY_JOINS,
     MEMORY_COLUMNS,
     MEMORY_FROM,
+    MEMORY_WIDTH,
     Candidate,
     Predicate,
     TimeView,
@@ -32,9 +34,15 @@ from dspy_memory.store.queries import (
     scope_predicate,
     time_predicate,
 )
+from dspy_memory.store.runs import WriteRunLog
 from dspy_memory.store.vectors import NO_USER, VectorIndex
 from dspy_memory.timeutil import now_db
 from dspy_memory.types import Event, MemoryRecord, Provenance, Scope
+
+_INSERT_EVENT = (
+    "INSERT INTO memory_events (memory_id, user_id, agent_id, run_id, event, version, old_content, "
+    "new_content, reason, actor, episode_id, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 @dataclass
@@ -61,12 +69,14 @@ class NewMemory:
     subject_id: str | None = None
     predicate: str | None = None
     object_id: str | None = None
+    superseded_by: str | None = None
     episode_ids: Sequence[str] = ()
 
 
 class Store:
-    """Schema, transactions, memories, events; episodes, vector and keyword indexes and erasure
-    live in the components `episodes`, `vectors`, `keywords` and `erase`.
+    """Schema, transactions, memories, events; episodes, vector and keyword indexes, erasure,
+    entities and the write-run log live in the components `episodes`, `vectors`, `keywords`,
+    `erase`, `graph` and `runs`.
 
     Methods that write join the caller's `transaction()` when there is one, so a write path can
     group many calls into one atomic unit.
@@ -96,6 +106,8 @@ class Store:
         self.keywords = keyword.KeywordIndex(score_budget=keyword_score_budget)
         self.episodes = EpisodeLog(self._conns)
         self.erase = Eraser(self._conns, self.vectors, self.keywords, path=path)
+        self.graph = EntityGraph(self._conns)
+        self.runs = WriteRunLog(self._conns)
         with self._conns.read() as conn:
             migrate(conn)
             bound = self._meta(conn, "embedder_dim")
@@ -157,8 +169,11 @@ class Store:
         event: str = "ADD",
         at: str | None = None,
         old_content: str | None = None,
+        new_content: str | None = None,
+        event_metadata: dict[str, Any] | None = None,
     ) -> list[int]:
-        """Insert memory rows with their vectors, keyword entries, sources and events."""
+        """Insert memory rows with their vectors, keyword entries, sources and events (whose
+        new content is the row's unless `new_content` says otherwise)."""
         if not items:
             return []
         if self.vectors.dim is None:
@@ -171,7 +186,8 @@ class Store:
                     "INSERT INTO memories (id, version, user_id, agent_id, run_id, content, kind, "
                     "subject_id, predicate, object_id, confidence, importance, strength, "
                     "access_count, last_accessed_at, content_hash, metadata, valid_at, invalid_at, "
-                    "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "created_at, superseded_by) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         item.id,
                         item.version,
@@ -193,6 +209,7 @@ class Store:
                         item.valid_at,
                         item.invalid_at,
                         created_at,
+                        item.superseded_by,
                     ),
                 )
                 row_ids.append(cursor.lastrowid)
@@ -216,9 +233,7 @@ class Store:
                 [(item.id, ep, created_at) for item in items for ep in item.episode_ids],
             )
             conn.executemany(
-                "INSERT INTO memory_events (memory_id, user_id, agent_id, run_id, event, version, "
-                "old_content, new_content, reason, actor, episode_id, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                _INSERT_EVENT,
                 [
                     (
                         item.id,
@@ -228,10 +243,11 @@ class Store:
                         event,
                         item.version,
                         old_content,
-                        item.content,
+                        new_content if new_content is not None else item.content,
                         reason,
                         actor,
                         item.episode_ids[0] if item.episode_ids else None,
+                        json.dumps(event_metadata or {}),
                         created_at,
                     )
                     for item in items
@@ -260,9 +276,12 @@ class Store:
         reason: str | None = None,
         episode_id: str | None = None,
         at: str | None = None,
+        event_content: str | None = None,
+        event_metadata: dict[str, Any] | None = None,
     ) -> tuple[MemoryRecord, MemoryRecord]:
         """Expire the current version of `memory_id` and insert the next one with `changes`
-        applied (keys of NewMemory). Returns (old, new) records."""
+        applied (keys of NewMemory). Returns (old, new) records. The event records the old and
+        new content, or `event_content` as the new content (an invalidation: what replaced it)."""
         at = at or now_db()
         with self.transaction() as conn:
             row = self._current_row(conn, memory_id, scope)
@@ -292,9 +311,10 @@ class Store:
                 metadata=old.metadata,
                 valid_at=row[18],
                 invalid_at=row[19],
-                subject_id=row[22],
+                subject_id=row[MEMORY_WIDTH],
                 predicate=old.predicate,
-                object_id=row[23],
+                object_id=row[MEMORY_WIDTH + 1],
+                superseded_by=old.superseded_by,
             )
             unknown = set(changes) - set(fields)
             if unknown:
@@ -303,10 +323,88 @@ class Store:
             conn.execute("UPDATE memories SET expired_at = ? WHERE row_id = ?", (at, row[0]))
             item = NewMemory(embedding=embedding, episode_ids=[episode_id] if episode_id else [], **fields)
             self.insert_memories(
-                [item], actor=actor, reason=reason, event=event, at=at, old_content=old.content
+                [item],
+                actor=actor,
+                reason=reason,
+                event=event,
+                at=at,
+                old_content=old.content,
+                new_content=event_content,
+                event_metadata=event_metadata,
             )
             new_row = self._current_row(conn, memory_id, scope)
             return old, record_from_row(new_row, view)
+
+    def expire(
+        self,
+        memory_id: str,
+        *,
+        scope: Scope | None,
+        actor: str,
+        reason: str | None = None,
+        episode_id: str | None = None,
+        superseded_by: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        event: str = "INVALIDATE",
+        at: str | None = None,
+    ) -> MemoryRecord:
+        """Stop believing the current version of a memory (a correction: it was never true).
+        No new version is written; the row keeps its content for `known_at` queries."""
+        at = at or now_db()
+        with self.transaction() as conn:
+            row = self._current_row(conn, memory_id, scope)
+            if row is None:
+                raise not_found(memory_id, scope)
+            conn.execute(
+                "UPDATE memories SET expired_at = ?, superseded_by = ? WHERE row_id = ?",
+                (at, superseded_by, row[0]),
+            )
+            old = record_from_row(row, TimeView(as_of=at, known_at=at))
+            conn.execute(
+                _INSERT_EVENT,
+                (
+                    old.id,
+                    old.user_id,
+                    old.agent_id,
+                    old.run_id,
+                    event,
+                    old.version,
+                    old.content,
+                    None,
+                    reason,
+                    actor,
+                    episode_id,
+                    json.dumps(metadata or {}),
+                    at,
+                ),
+            )
+        return old
+
+    def confirm(
+        self, memory_id: str, *, scope: Scope | None, episode_ids: Sequence[str], gain: float
+    ) -> bool:
+        """A memory was stated again: link the new episodes and make it stronger (harder to
+        forget). False when there is no current version in the scope."""
+        with self.transaction() as conn:
+            row = self._current_row(conn, memory_id, scope)
+            if row is None:
+                return False
+            conn.execute("UPDATE memories SET strength = strength + ? WHERE row_id = ?", (gain, row[0]))
+            conn.executemany(
+                "INSERT OR IGNORE INTO memory_sources (memory_id, episode_id, created_at) VALUES (?, ?, ?)",
+                [(memory_id, episode_id, now_db()) for episode_id in episode_ids],
+            )
+        return True
+
+    def current_by_hash(self, hashes: Sequence[str], scope: Scope) -> dict[str, str]:
+        """{content hash: memory id} for memories of the scope that are believed and true now."""
+        predicate = time_predicate(scope_predicate(Predicate(), scope), TimeView.at())
+        predicate.add("m.content_hash IN (SELECT value FROM json_each(?))", json.dumps(list(hashes)))
+        with self._conns.read() as conn:
+            rows = conn.execute(
+                f"SELECT m.content_hash, m.id FROM memories m WHERE {predicate.sql}", predicate.params
+            ).fetchall()
+        return {row[0]: row[1] for row in rows}
 
     def record_access(self, counts: Sequence[tuple[int, int, str]]) -> None:
         """Add recalls to rows: (row_id, times recalled, last recall time). The forgetting curve
@@ -469,7 +567,15 @@ class Store:
             db = sqlite_utils.Database(conn)
             tables = {
                 name: db[name].count
-                for name in ("episodes", "memories", "memory_sources", "memory_events", "entities", "blocks")
+                for name in (
+                    "episodes",
+                    "memories",
+                    "memory_sources",
+                    "memory_events",
+                    "entities",
+                    "blocks",
+                    "write_runs",
+                )
             }
             current = conn.execute("SELECT count(*) FROM memories WHERE expired_at IS NULL").fetchone()[0]
         info = self.embedder_info()

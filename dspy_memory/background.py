@@ -1,0 +1,158 @@
+"""The background writer: episodes are on disk when `add(background=True)` returns; a worker
+thread processes them later, one scope at a time, a burst of messages in one batch."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dspy_memory.types import AddResult, Episode
+
+logger = logging.getLogger("dspy_memory")
+
+ScopeKey = tuple[str | None, str | None, str | None]
+ProcessBatch = Callable[[list[Episode], Any], AddResult]
+
+
+@dataclass
+class _Batch:
+    episodes: list[Episode]
+    lm: Any
+    first_at: float
+    last_at: float = field(default=0.0)
+
+
+class BackgroundWriter:
+    """Debounced, batched processing of queued episodes.
+
+    A scope's batch is processed when no message arrived for it within `debounce_seconds` (a
+    burst is handled in one LM call), `max_wait_seconds` after its first message (a chat that
+    never pauses is still processed), or once it holds `max_batch` episodes. `flush()` processes
+    everything queued now and waits; `close()` flushes and stops the thread.
+    """
+
+    def __init__(
+        self,
+        process: ProcessBatch,
+        *,
+        debounce_seconds: float,
+        max_wait_seconds: float,
+        max_batch: int,
+        keep_results: int = 1000,
+    ) -> None:
+        self._process = process
+        self.debounce_seconds = debounce_seconds
+        self.max_wait_seconds = max_wait_seconds
+        self.max_batch = max_batch
+        self._batches: dict[ScopeKey, _Batch] = {}
+        self._results: deque[AddResult] = deque(maxlen=keep_results)
+        self._cond = threading.Condition()
+        self._busy = 0
+        self._flushing = 0
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def submit(self, episodes: Sequence[Episode], lm: Any) -> None:
+        if not episodes:
+            return
+        now = time.monotonic()
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("this Memory is closed")
+            for episode in episodes:
+                key = (episode.user_id, episode.agent_id, episode.run_id)
+                batch = self._batches.get(key)
+                if batch is None:
+                    batch = self._batches[key] = _Batch(episodes=[], lm=lm, first_at=now)
+                batch.episodes.append(episode)
+                batch.last_at = now
+                batch.lm = lm  # the latest configuration wins for the whole batch
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="dspy-memory-writer", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def pending(self) -> int:
+        """Episodes queued and not yet processed."""
+        with self._cond:
+            return sum(len(batch.episodes) for batch in self._batches.values())
+
+    def _due_in(self, batch: _Batch, now: float) -> float:
+        if self._flushing or self._closed or len(batch.episodes) >= self.max_batch:
+            return 0.0
+        return max(
+            0.0, min(batch.last_at + self.debounce_seconds, batch.first_at + self.max_wait_seconds) - now
+        )
+
+    def _take_due(self) -> tuple[ScopeKey, _Batch] | None:
+        """Wait until a batch is due and remove it from the queue (None: stop)."""
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                waits = {key: self._due_in(batch, now) for key, batch in self._batches.items()}
+                due = [key for key, wait in waits.items() if wait == 0.0]
+                if due:
+                    key = min(due, key=lambda k: self._batches[k].first_at)
+                    batch = self._batches.pop(key)
+                    if len(batch.episodes) > self.max_batch:  # the rest goes back, due at once
+                        rest = _Batch(
+                            batch.episodes[self.max_batch :], batch.lm, batch.first_at, batch.last_at
+                        )
+                        self._batches[key] = rest
+                        batch.episodes = batch.episodes[: self.max_batch]
+                    self._busy += 1
+                    return key, batch
+                if self._closed:
+                    return None
+                self._cond.wait(timeout=min(waits.values()) if waits else None)
+
+    def _run(self) -> None:
+        while True:
+            taken = self._take_due()
+            if taken is None:
+                return
+            _, batch = taken
+            try:
+                result = self._process(batch.episodes, batch.lm)
+                with self._cond:
+                    self._results.append(result)
+            except Exception:  # the episodes stay on disk (pending or failed) for reprocess()
+                logger.exception("background write of %d episode(s) failed", len(batch.episodes))
+            finally:
+                with self._cond:
+                    self._busy -= 1
+                    self._cond.notify_all()
+
+    def flush(self, timeout: float | None = None) -> list[AddResult]:
+        """Process everything queued now, wait for it, and return the results gathered since
+        the last flush. Raises TimeoutError if that takes longer than `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._flushing += 1
+            self._cond.notify_all()
+            try:
+                while self._batches or self._busy:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        raise TimeoutError(f"{self.pending()} queued episode(s) still being processed")
+                    self._cond.wait(timeout=remaining)
+            finally:
+                self._flushing -= 1
+            results = list(self._results)
+            self._results.clear()
+        return results
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush, then stop the worker thread."""
+        if self._thread is not None:
+            self.flush(timeout=timeout)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=timeout)

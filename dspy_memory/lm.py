@@ -1,0 +1,147 @@
+"""Language-model plumbing: which LM the write path uses, calling a program with bounded
+retries and cost accounting, and the fully local Ollama set-up."""
+
+from __future__ import annotations
+
+import json
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from dspy_memory.errors import LMUnavailableError, WriteProgramError
+from dspy_memory.types import LMUsage
+
+OLLAMA_HOST = "http://localhost:11434"
+
+
+def resolve_lm(lm: Any) -> Any:
+    """The LM to use: the one given (a dspy.LM or a model string such as
+    "ollama_chat/llama3.2"), else the one set with dspy.configure(lm=...), else None."""
+    if lm is not None:
+        if isinstance(lm, str):
+            import dspy
+
+            return dspy.LM(lm)
+        return lm
+    dspy = sys.modules.get("dspy")  # a program that never imported dspy configured no LM
+    return None if dspy is None else dspy.settings.lm
+
+
+def lm_name(lm: Any) -> str:
+    return str(getattr(lm, "model", None) or type(lm).__name__)
+
+
+def short_error(exc: BaseException, limit: int = 300) -> str:
+    """The first line of an error, for logs and the episode table (LM errors can embed the
+    whole response, which may quote user content)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}"[:limit]
+
+
+def run_program(program: Any, lm: Any, inputs: dict[str, Any], *, max_attempts: int) -> tuple[Any, LMUsage]:
+    """Call a DSPy program with `lm`, retrying failures (malformed answers, LM errors) up to
+    `max_attempts` times. Returns (prediction, usage over all attempts); raises WriteProgramError
+    when every attempt failed."""
+    import dspy
+
+    usage = LMUsage()
+    last: BaseException | None = None
+    for attempt in range(max_attempts):
+        # A retry asks with a fresh rollout id, so a cached bad answer is not served again.
+        config = {"rollout_id": attempt} if attempt else {}
+        with dspy.context(lm=lm.copy(**config) if config else lm), dspy.track_usage() as tracker:
+            try:
+                prediction = program(**inputs)
+            except Exception as exc:
+                last = exc
+                prediction = None
+        usage = usage + _usage_of(tracker)
+        if prediction is not None:
+            return prediction, usage
+    assert last is not None
+    raise WriteProgramError(
+        f"the write program failed {max_attempts} times: {short_error(last)}", usage=usage
+    )
+
+
+def _usage_of(tracker: Any) -> LMUsage:
+    calls = prompt = completion = 0
+    for entries in tracker.usage_data.values():
+        for entry in entries:
+            calls += 1
+            prompt += int(entry.get("prompt_tokens") or 0)
+            completion += int(entry.get("completion_tokens") or 0)
+    return LMUsage(lm_calls=calls, prompt_tokens=prompt, completion_tokens=completion)
+
+
+# -- fully local: Ollama ------------------------------------------------------------------------
+
+
+@dataclass
+class LocalModels:
+    """The LM and the embedder of a local Ollama, ready for `Memory(path, lm=..., embedder=...)`."""
+
+    lm: Any
+    embedder: Any
+    host: str
+
+
+def _ollama_models(host: str, timeout: float) -> list[str]:
+    try:
+        with urllib.request.urlopen(f"{host}/api/tags", timeout=timeout) as response:
+            payload = json.loads(response.read().decode("utf-8"))
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise LMUnavailableError(
+            f"Ollama is not running at {host} ({exc}). Start it with `ollama serve` "
+            "(install from https://ollama.com), or pass host= if it runs elsewhere."
+        ) from None
+    return [model.get("name", "") for model in payload.get("models", [])]
+
+
+def _has_model(available: list[str], wanted: str) -> bool:
+    # Ollama lists "llama3.2:latest" for a model pulled as "llama3.2".
+    names = set(available) | {name.removesuffix(":latest") for name in available}
+    return wanted in names or wanted.removesuffix(":latest") in names
+
+
+def local(
+    llm: str = "llama3.2",
+    embed: str | None = "nomic-embed-text",
+    *,
+    host: str = OLLAMA_HOST,
+    configure: bool = True,
+    check: bool = True,
+    timeout: float = 5.0,
+    **lm_kwargs: Any,
+) -> LocalModels:
+    """Use a local Ollama for everything: the chat model `llm` writes memories and `embed`
+    embeds them (None keeps the bundled MiniLM embedder).
+
+    >>> models = dspy_memory.local(llm="llama3.2", embed="nomic-embed-text")
+    >>> memory = Memory("agent.db", lm=models.lm, embedder=models.embedder)
+
+    Checks that Ollama answers and that both models are pulled, and says what to run when not.
+    With configure=True (default) the LM is also set with dspy.configure(lm=...).
+    """
+    import dspy
+
+    host = host.rstrip("/").removesuffix("/v1")
+    if check:
+        available = _ollama_models(host, timeout)
+        missing = [name for name in (llm, embed) if name is not None and not _has_model(available, name)]
+        if missing:
+            pulls = " && ".join(f"ollama pull {name}" for name in missing)
+            raise LMUnavailableError(
+                f"Ollama at {host} does not have {', '.join(missing)} (it has: "
+                f"{', '.join(available) or 'no models'}). Run: {pulls}"
+            )
+    # The OpenAI-compatible route needs the /v1 suffix with DSPy's default client.
+    lm = dspy.LM(f"ollama_chat/{llm}", api_base=f"{host}/v1", api_key="ollama", **lm_kwargs)
+    if configure:
+        dspy.configure(lm=lm)
+    from dspy_memory.embed import OllamaEmbedder
+
+    embedder = OllamaEmbedder(embed, host=host) if embed is not None else "local"
+    return LocalModels(lm=lm, embedder=embedder, host=host)

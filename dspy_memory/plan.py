@@ -1,0 +1,182 @@
+"""Validation of the write program's decisions: what an LM proposes is checked here, and only
+what passes is applied. Pure functions; the write path supplies what they need to know."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from dspy_memory.text import content_hash, normalize_predicate
+from dspy_memory.timeutil import to_db
+from dspy_memory.types import MemoryRecord, Op, Rejection, Scope
+
+NEEDS_TARGET = ("UPDATE", "INVALIDATE", "DELETE", "NOOP")
+NEEDS_CONTENT = ("ADD", "UPDATE", "INVALIDATE")
+_DATE = re.compile(r"^(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?")
+_MAX_NAME = 200
+
+
+@dataclass
+class PlannedOp:
+    """An operation that passed validation, normalized and resolved."""
+
+    index: int
+    action: str
+    op: Op
+    target: MemoryRecord | None = None
+    content: str | None = None
+    content_hash: str | None = None
+    valid_at: str | None = None  # db format
+    invalid_at: str | None = None
+    predicate: str | None = None
+
+
+@dataclass
+class Plan:
+    ops: list[PlannedOp]
+    rejected: list[Rejection]
+
+
+@dataclass(frozen=True)
+class PlanLimits:
+    max_ops: int = 50
+    max_content_chars: int = 1000
+    max_deletes: int = 5
+
+
+def lm_date(value: str | None) -> str | None:
+    """An LM's date ("2024-03-05", "2024-03", "2024", an ISO time) in db format; None when it
+    is missing or not a date."""
+    if not value:
+        return None
+    text = value.strip()
+    try:
+        return to_db(text)
+    except (TypeError, ValueError):
+        pass
+    match = _DATE.match(text)
+    if not match:
+        return None
+    year, month, day = int(match.group(1)), int(match.group(2) or 1), int(match.group(3) or 1)
+    try:
+        return to_db(datetime(year, month, day, tzinfo=timezone.utc))
+    except ValueError:
+        return None
+
+
+def _in_scope(record: MemoryRecord, scope: Scope) -> bool:
+    return all(
+        getattr(scope, column) is None or getattr(record, column) == getattr(scope, column)
+        for column in ("user_id", "agent_id", "run_id")
+    )
+
+
+def plan_ops(
+    ops: Sequence[Op],
+    candidates: Mapping[int, MemoryRecord],
+    *,
+    scope: Scope,
+    observed_at: str,
+    delete_requested: bool,
+    existing_hashes: Mapping[str, str],
+    limits: PlanLimits = PlanLimits(),
+) -> Plan:
+    """Check every operation; return the ones to apply and the reasons the others were refused.
+
+    `candidates` maps the aliases shown to the LM to the memories they stand for;
+    `existing_hashes` maps content hashes of the scope's current memories to their ids;
+    `delete_requested` says whether the input explicitly asks to forget something.
+    """
+    planned: list[PlannedOp] = []
+    rejected: list[Rejection] = []
+    used_targets: dict[int, int] = {}
+    seen_hashes: dict[str, int] = {}
+    deletes = 0
+
+    def refuse(index: int, op: Op | None, reason: str) -> None:
+        rejected.append(Rejection(index=index, action=op.action if op else None, reason=reason))
+
+    for index, op in enumerate(ops):
+        if not isinstance(op, Op):
+            refuse(index, None, f"not an operation ({type(op).__name__})")
+            continue
+        if index >= limits.max_ops:
+            refuse(index, op, f"more than {limits.max_ops} operations in one answer")
+            continue
+        action = op.action
+        target = None
+        if action in NEEDS_TARGET:
+            if op.target is None:
+                refuse(index, op, f"{action} needs the alias of an existing memory")
+                continue
+            target = candidates.get(op.target)
+            if target is None:
+                refuse(index, op, f"unknown alias {op.target}: not one of the memories shown")
+                continue
+            if not _in_scope(target, scope):
+                refuse(index, op, f"alias {op.target} is outside the scope being written")
+                continue
+            if op.target in used_targets:
+                refuse(
+                    index,
+                    op,
+                    f"alias {op.target} was already acted on by operation {used_targets[op.target]}",
+                )
+                continue
+        content = " ".join(op.content.split()) if op.content else None
+        digest = content_hash(content) if content else None
+        if action in NEEDS_CONTENT:
+            if not content:
+                refuse(index, op, f"{action} without content")
+                continue
+            if len(content) > limits.max_content_chars:
+                refuse(index, op, f"content longer than {limits.max_content_chars} characters")
+                continue
+            if digest in seen_hashes:
+                refuse(index, op, f"same content as operation {seen_hashes[digest]}")
+                continue
+            if action == "UPDATE" and target is not None and digest == target.content_hash:
+                action = "NOOP"  # an "update" to the same words: the fact was already known
+            elif digest in existing_hashes and existing_hashes[digest] != (target.id if target else None):
+                refuse(index, op, "the same content is already a current memory")
+                continue
+        if action == "DELETE":
+            if not delete_requested:
+                refuse(index, op, "DELETE without an explicit request to forget in the input")
+                continue
+            if deletes >= limits.max_deletes:
+                refuse(index, op, f"more than {limits.max_deletes} deletions in one answer")
+                continue
+            deletes += 1
+        valid_at = lm_date(op.valid_at)
+        invalid_at = lm_date(op.invalid_at)
+        if valid_at and invalid_at and invalid_at <= valid_at:
+            invalid_at = None
+        if action == "INVALIDATE" and not op.correction:
+            valid_at = valid_at or observed_at
+            if target is not None and target.valid_at is not None and valid_at <= to_db(target.valid_at):
+                refuse(index, op, f"INVALIDATE of alias {op.target} kept as ADD: the new fact is not newer")
+                action, target = "ADD", None
+        if target is not None:
+            used_targets[op.target] = index  # type: ignore[index]
+        if digest is not None:
+            seen_hashes[digest] = index
+        subject = op.subject.strip()[:_MAX_NAME] if op.subject else None
+        obj = op.object.strip()[:_MAX_NAME] if op.object else None
+        op = op.model_copy(update={"subject": subject or None, "object": obj or None})
+        planned.append(
+            PlannedOp(
+                index=index,
+                action=action,
+                op=op,
+                target=target,
+                content=content,
+                content_hash=digest,
+                valid_at=valid_at,
+                invalid_at=invalid_at,
+                predicate=normalize_predicate(op.predicate) or None if op.predicate else None,
+            )
+        )
+    return Plan(ops=planned, rejected=rejected)

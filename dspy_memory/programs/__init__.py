@@ -1,0 +1,27 @@
+"""DSPy programs: every decision an LM makes about memory. No I/O happens here."""
+
+from dspy_memory.programs.write import (
+    ExtractFacts,
+    FactExtractor,
+    FactReconciler,
+    FusedWriter,
+    KnownMemory,
+    ReconcileFacts,
+    Turn,
+    TwoStepWriter,
+    WriteMemories,
+    make_write_program,
+)
+
+__all__ = [
+    "ExtractFacts",
+    "FactExtractor",
+    "FactReconciler",
+    "FusedWriter",
+    "KnownMemory",
+    "ReconcileFacts",
+    "Turn",
+    "TwoStepWriter",
+    "WriteMemories",
+    "make_write_program",
+]

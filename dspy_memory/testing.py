@@ -1,0 +1,131 @@
+"""Scripted LMs for tests, examples and notebooks: no network, no model, real prompts.
+
+`scripted_lm(responder)` returns a `dspy.LM` whose answers come from `responder(call)`, a
+function that sees which signature is being called (its input values and output field names)
+and returns the output fields as a dict (formatted for whichever DSPy adapter asked) or a raw
+string (to test malformed answers). Token usage is counted on the real prompt with a real
+tokenizer, so cost accounting can be measured without an LM.
+
+    def responder(call):
+        if "facts" in call.output_fields:
+            return {"facts": [{"content": "Ada lives in Denver.", "subject": "Ada"}]}
+        return {"ops": []}
+
+    dspy.configure(lm=scripted_lm(responder))
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dspy_memory.tokens import count_tokens
+
+_FIELD_LIST = re.compile(r"^\d+\. `(\w+)`", re.MULTILINE)
+_SECTION = re.compile(
+    r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\n\nRespond with|\Z)", re.DOTALL
+)
+
+
+@dataclass
+class LMCall:
+    """One request to a scripted LM, parsed."""
+
+    input_fields: list[str]
+    output_fields: list[str]
+    inputs: dict[str, Any]  # values of the last user message, JSON-decoded when possible
+    prompt: str  # system prompt and every message, as sent
+    json_mode: bool  # the JSON adapter asked (the answer must be a JSON object)
+
+    @property
+    def signature(self) -> str:
+        return ", ".join(self.input_fields) + " -> " + ", ".join(self.output_fields)
+
+
+Responder = Callable[[LMCall], "str | Mapping[str, Any]"]
+
+
+def _fields(system: str, heading: str) -> list[str]:
+    start = system.find(heading)
+    if start < 0:
+        return []
+    section = system[start + len(heading) :]
+    end = section.find("Your output fields are:") if heading.startswith("Your input") else -1
+    if end < 0:
+        end = section.find("All interactions will be structured")
+    return _FIELD_LIST.findall(section[: end if end >= 0 else None])
+
+
+def _decode(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value.strip()
+
+
+def format_answer(fields: Mapping[str, Any], *, json_mode: bool) -> str:
+    """Output fields as DSPy's ChatAdapter (or JSONAdapter) expects them."""
+    if json_mode:
+        return json.dumps(dict(fields), default=_jsonable)
+    parts = []
+    for name, value in fields.items():
+        text = value if isinstance(value, str) else json.dumps(value, default=_jsonable)
+        parts.append(f"[[ ## {name} ## ]]\n{text}")
+    return "\n\n".join([*parts, "[[ ## completed ## ]]"])
+
+
+def _jsonable(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if dump is not None:
+        return dump()
+    raise TypeError(f"cannot serialize {type(value).__name__}")
+
+
+@dataclass
+class ScriptedEngine:
+    """A DSPy LM engine (`complete(request) -> Response`) that answers with `responder`."""
+
+    responder: Responder
+    calls: list[LMCall] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def complete(self, request: Any) -> Any:
+        from dspy import lm15
+
+        system = request.system if isinstance(request.system, str) else ""
+        messages = [(message.role, message.text or "") for message in request.messages]
+        last_user = next((text for role, text in reversed(messages) if role == "user"), "")
+        call = LMCall(
+            input_fields=_fields(system, "Your input fields are:"),
+            output_fields=_fields(system, "Your output fields are:"),
+            inputs={name: _decode(value) for name, value in _SECTION.findall(last_user)},
+            prompt="\n\n".join([system, *(text for _, text in messages)]),
+            json_mode="Respond with a JSON object" in last_user,
+        )
+        with self._lock:
+            self.calls.append(call)
+        answer = self.responder(call)
+        text = answer if isinstance(answer, str) else format_answer(answer, json_mode=call.json_mode)
+        prompt_tokens, completion_tokens = count_tokens(call.prompt), count_tokens(text)
+        return lm15.Response(
+            id=f"scripted-{len(self.calls)}",
+            model=request.model,
+            message=lm15.Message(role="assistant", parts=(lm15.TextPart(text=text),)),
+            finish_reason="stop",
+            usage=lm15.Usage(
+                input_tokens=prompt_tokens,
+                output_tokens=completion_tokens,
+                total_tokens=prompt_tokens + completion_tokens,
+            ),
+        )
+
+
+def scripted_lm(responder: Responder, *, model: str = "scripted/lm") -> Any:
+    """A `dspy.LM` answering with `responder`; `lm.engine.calls` lists the calls it received."""
+    import dspy
+
+    return dspy.LM(model, engine=ScriptedEngine(responder), cache=False)
