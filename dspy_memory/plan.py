@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from dspy_memory.text import content_hash, normalize_predicate
+from dspy_memory.text import content_hash, normalize_name, normalize_predicate
 from dspy_memory.timeutil import to_db
 from dspy_memory.types import MemoryRecord, Op, Rejection, Scope
 
@@ -125,6 +125,19 @@ def plan_ops(
                     f"alias {op.target} was already acted on by operation {used_targets[op.target]}",
                 )
                 continue
+        if (
+            action in ("UPDATE", "INVALIDATE")
+            and target is not None
+            and op.subject
+            and target.subject
+            and normalize_name(op.subject) != normalize_name(target.subject)
+        ):
+            # Facts about different people never replace each other, whatever the predicate.
+            if action == "UPDATE":
+                refuse(index, op, f"UPDATE of alias {op.target} is about someone else")
+                continue
+            refuse(index, op, f"INVALIDATE of alias {op.target} kept as ADD: it is about someone else")
+            action, target = "ADD", None
         content = " ".join(op.content.split()) if op.content else None
         digest = content_hash(content) if content else None
         if action in NEEDS_CONTENT:
@@ -154,6 +167,9 @@ def plan_ops(
         invalid_at = lm_date(op.invalid_at)
         if valid_at and invalid_at and invalid_at <= valid_at:
             invalid_at = None
+        if action == "INVALIDATE" and op.correction and valid_at is None and target is not None:
+            # The corrected fact holds since the mistaken one was said to.
+            valid_at = to_db(target.valid_at)
         if action == "INVALIDATE" and not op.correction:
             valid_at = valid_at or observed_at
             if target is not None and target.valid_at is not None and valid_at <= to_db(target.valid_at):
