@@ -80,6 +80,7 @@ def plan_ops(
     scope: Scope,
     observed_at: str,
     delete_requested: bool,
+    deletable: set[int] | frozenset[int] = frozenset(),
     existing_hashes: Mapping[str, str],
     limits: PlanLimits = PlanLimits(),
 ) -> Plan:
@@ -87,7 +88,8 @@ def plan_ops(
 
     `candidates` maps the aliases shown to the LM to the memories they stand for;
     `existing_hashes` maps content hashes of the scope's current memories to their ids;
-    `delete_requested` says whether the input explicitly asks to forget something.
+    `delete_requested` says whether the input explicitly asks to forget something, and
+    `deletable` which aliases that request mentions (only those may be deleted).
     """
     planned: list[PlannedOp] = []
     rejected: list[Rejection] = []
@@ -158,6 +160,9 @@ def plan_ops(
         if action == "DELETE":
             if not delete_requested:
                 refuse(index, op, "DELETE without an explicit request to forget in the input")
+                continue
+            if op.target not in deletable:
+                refuse(index, op, f"DELETE of alias {op.target}: the request to forget does not mention it")
                 continue
             if deletes >= limits.max_deletes:
                 refuse(index, op, f"more than {limits.max_deletes} deletions in one answer")

@@ -24,6 +24,7 @@ from dspy_memory.lm import lm_name, run_program, short_error
 from dspy_memory.plan import NEEDS_CONTENT, Plan, PlanLimits, PlannedOp, plan_ops
 from dspy_memory.retrieval import Retriever
 from dspy_memory.store import NewMemory, Store, TimeView
+from dspy_memory.store.keyword import query_terms
 from dspy_memory.text import content_hash, normalize_name
 from dspy_memory.timeutil import TimeLike, from_db, now_db, to_datetime, to_db, utcnow
 from dspy_memory.types import AddResult, AppliedOp, Episode, LMUsage, MemoryRecord, Rejection, Scope
@@ -263,19 +264,35 @@ class Writer:
         observed: str,
     ) -> Plan:
         hashes = [content_hash(op.content) for op in ops if getattr(op, "content", None)]
-        # Requests to forget count only from people, not from tool output or the assistant.
-        delete_requested = any(
-            self._forget.search(episode.content)
+        # Requests to forget count only from people, not from tool output or the assistant, and
+        # a memory may be deleted only if such a request shares a word with it (beyond the
+        # speaker's name): a memory that says "delete everything" cannot widen a request.
+        requests = [
+            episode
             for episode in spoken
-            if episode.role not in ("assistant", "tool", "system") and episode.source != "tool_step"
-        )
+            if episode.role not in ("assistant", "tool", "system")
+            and episode.source != "tool_step"
+            and self._forget.search(episode.content)
+        ]
+        requested_terms = {
+            term
+            for episode in requests
+            for term in query_terms(self._forget.sub(" ", episode.content))
+            if term not in set(query_terms(episode.name or ""))
+        }
+        deletable = {
+            alias
+            for alias, record in candidates.items()
+            if requested_terms & set(query_terms(record.content)) - set(query_terms(record.subject or ""))
+        }
         config = self.config
         return plan_ops(
             ops,
             candidates,
             scope=scope,
             observed_at=observed,
-            delete_requested=delete_requested,
+            delete_requested=bool(requests),
+            deletable=deletable,
             existing_hashes=self.store.current_by_hash(hashes, scope) if hashes else {},
             limits=PlanLimits(
                 max_ops=config.max_ops,
