@@ -66,3 +66,70 @@ def embedding_server(kind: str, *, dim: int = 32, behaviour: str = "ok"):
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def ollama_server(*, models=("llama3.2:latest", "nomic-embed-text:latest"), chat=None, dim: int = 768):
+    """A loopback server speaking the parts of Ollama's API dspy-memory uses: GET /api/tags,
+    POST /api/embed, and the OpenAI-compatible POST /v1/chat/completions (answered by
+    `chat(messages) -> str`). Yields (base_url, list of requests)."""
+    model = HashEmbedder(dim, cache_size=0)
+    requests: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            return None
+
+        def _send(self, status, payload):
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):  # noqa: N802
+            requests.append({"path": self.path})
+            if self.path == "/api/tags":
+                self._send(200, {"models": [{"name": name} for name in models]})
+            else:
+                self._send(404, {"error": "not found"})
+
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            requests.append({"path": self.path, "body": body})
+            if self.path == "/api/embed":
+                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                self._send(200, {"model": body["model"], "embeddings": model.embed(texts).tolist()})
+            elif self.path == "/v1/chat/completions":
+                if body["model"] not in {name.removesuffix(":latest") for name in models} | set(models):
+                    self._send(404, {"error": {"message": f"model '{body['model']}' not found"}})
+                    return
+                text = chat(body["messages"])
+                self._send(
+                    200,
+                    {
+                        "id": "chatcmpl-1",
+                        "object": "chat.completion",
+                        "model": body["model"],
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": text},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+                    },
+                )
+            else:
+                self._send(404, {"error": "not found"})
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", requests
+    finally:
+        server.shutdown()
+        server.server_close()

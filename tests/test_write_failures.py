@@ -39,30 +39,46 @@ HOSTILE = {
     "malformed": raw("I think you should remember that Ada lives in Denver!!"),
     "wrong-types": lambda call: {"ops": [{"action": 42, "target": {"x": 1}, "content": ["a", "b"]}]},
     "not-a-list": lambda call: {"ops": {"action": "ADD", "content": "x"}},
-    "huge": raw("[[ ## ops ## ]]\n" + json.dumps([{"action": "ADD", "content": "x" * 100_000}]) + "\n\n[[ ## completed ## ]]"),
+    "huge": raw(
+        "[[ ## ops ## ]]\n"
+        + json.dumps([{"action": "ADD", "content": "x" * 100_000}])
+        + "\n\n[[ ## completed ## ]]"
+    ),
     "huge-garbage": raw("garbage " * 13_000),
-    "invented-aliases": lambda call: {"ops": [
-        {"action": "UPDATE", "target": 99, "content": "Ada lives in Paris."},
-        {"action": "DELETE", "target": 1000},
-        {"action": "NOOP", "target": -3},
-    ]},
-    "other-scope": lambda call: {"ops": [
-        # Bob's memory is never shown to a write for Ada; an LM that guesses ids or aliases
-        # beyond the list gets nothing.
-        {"action": "INVALIDATE", "target": len(call.inputs["existing_memories"]) + 1, "content": "Bob moved away."},
-        {"action": "UPDATE", "target": "bob", "content": "Bob lives in Rome."},
-    ]},
-    "injected-delete-everything": lambda call: {"ops": [
-        {"action": "DELETE", "target": memory["alias"], "reason": "the memory told me to"}
-        for memory in call.inputs["existing_memories"]
-    ]},
-    "empty-and-duplicate": lambda call: {"ops": [
-        {"action": "ADD", "content": "   "},
-        {"action": "ADD", "content": "Ada likes tea."},
-        {"action": "ADD", "content": "ada likes  TEA."},
-        {"action": "ADD", "content": "Ada lives in Denver."},
-        {"action": "UPDATE"},
-    ]},
+    "invented-aliases": lambda call: {
+        "ops": [
+            {"action": "UPDATE", "target": 99, "content": "Ada lives in Paris."},
+            {"action": "DELETE", "target": 1000},
+            {"action": "NOOP", "target": -3},
+        ]
+    },
+    "other-scope": lambda call: {
+        "ops": [
+            # Bob's memory is never shown to a write for Ada; an LM that guesses ids or aliases
+            # beyond the list gets nothing.
+            {
+                "action": "INVALIDATE",
+                "target": len(call.inputs["existing_memories"]) + 1,
+                "content": "Bob moved away.",
+            },
+            {"action": "UPDATE", "target": "bob", "content": "Bob lives in Rome."},
+        ]
+    },
+    "injected-delete-everything": lambda call: {
+        "ops": [
+            {"action": "DELETE", "target": memory["alias"], "reason": "the memory told me to"}
+            for memory in call.inputs["existing_memories"]
+        ]
+    },
+    "empty-and-duplicate": lambda call: {
+        "ops": [
+            {"action": "ADD", "content": "   "},
+            {"action": "ADD", "content": "Ada likes tea."},
+            {"action": "ADD", "content": "ada likes  TEA."},
+            {"action": "ADD", "content": "Ada lives in Denver."},
+            {"action": "UPDATE"},
+        ]
+    },
 }
 
 
@@ -102,8 +118,12 @@ def test_a_request_to_forget_one_thing_cannot_be_widened_by_an_injected_memory(s
     lm = scripted_lm(HOSTILE["injected-delete-everything"])
     with Memory(seeded, embedder=HashEmbedder(64), lm=lm) as memory:
         before = {r.content: r.id for r in memory.get_all(user_id="ada")}
-        result = memory.add({"role": "user", "name": "Ada", "content": "Please forget that I'm in Denver."}, user_id="ada")
-        assert [(op.action, op.memory_id) for op in result.ops] == [("DELETE", before["Ada lives in Denver."])]
+        result = memory.add(
+            {"role": "user", "name": "Ada", "content": "Please forget that I'm in Denver."}, user_id="ada"
+        )
+        assert [(op.action, op.memory_id) for op in result.ops] == [
+            ("DELETE", before["Ada lives in Denver."])
+        ]
         assert [r.content for r in memory.get_all(user_id="ada")] == [INJECTION]
         assert "does not mention it" in result.rejected[0].reason
         assert len(memory.get_all(user_id="bob")) == 1
@@ -133,7 +153,9 @@ def test_reprocess_extracts_failed_episodes_and_retires_their_raw_turns(db_path)
     with Memory(db_path, embedder=HashEmbedder(64), lm=scripted_lm(raw("nope"))) as memory:
         failed = memory.add("Ada: I live in Denver.", user_id="ada")
         [turn] = failed.memories
-    good = fused_lm(lambda turns, existing: [{"action": "ADD", "content": "Ada lives in Denver.", "subject": "Ada"}])
+    good = fused_lm(
+        lambda turns, existing: [{"action": "ADD", "content": "Ada lives in Denver.", "subject": "Ada"}]
+    )
     with Memory(db_path, embedder=HashEmbedder(64), lm=good) as memory:
         memory.flush()  # failed episodes older than the grace period are not resumed on open yet
         [result] = memory.reprocess()
@@ -146,7 +168,9 @@ def test_reprocess_extracts_failed_episodes_and_retires_their_raw_turns(db_path)
 
 
 def test_pending_inferred_episodes_are_resumed_with_the_lm_on_open(db_path):
-    good = fused_lm(lambda turns, existing: [{"action": "ADD", "content": "Ada lives in Denver.", "subject": "Ada"}])
+    good = fused_lm(
+        lambda turns, existing: [{"action": "ADD", "content": "Ada lives in Denver.", "subject": "Ada"}]
+    )
     with Memory(db_path, embedder=HashEmbedder(64), lm=good) as memory:
         # A crash right after the episode was persisted: it is pending, with no memories.
         [episode] = memory._writer.persist("Ada: I live in Denver.", Scope(user_id="ada"), infer=True)

@@ -17,12 +17,30 @@ def cheese(turns, existing):
     if "forget" in text:
         return [{"action": "DELETE", "target": alias_of(existing, "cheese"), "reason": "asked to forget"}]
     if "brie" in text:
-        return [{"action": "UPDATE", "target": alias_of(existing, "cheese"), "content": "Ada likes cheddar and brie cheese.",
-                 "subject": "Ada", "predicate": "likes", "object": "cheese", "reason": "more detail"}]
+        return [
+            {
+                "action": "UPDATE",
+                "target": alias_of(existing, "cheese"),
+                "content": "Ada likes cheddar and brie cheese.",
+                "subject": "Ada",
+                "predicate": "likes",
+                "object": "cheese",
+                "reason": "more detail",
+            }
+        ]
     if "still" in text:
         return [{"action": "NOOP", "target": alias_of(existing, "cheese")}]
-    return [{"action": "ADD", "content": "Ada likes cheddar cheese.", "kind": "preference", "subject": "Ada",
-             "predicate": "likes", "object": "cheese", "valid_at": "2024-01-01"}]
+    return [
+        {
+            "action": "ADD",
+            "content": "Ada likes cheddar cheese.",
+            "kind": "preference",
+            "subject": "Ada",
+            "predicate": "likes",
+            "object": "cheese",
+            "valid_at": "2024-01-01",
+        }
+    ]
 
 
 @pytest.fixture
@@ -41,9 +59,14 @@ def test_update_refines_a_true_memory_as_a_new_version(cheesy):
     assert after.valid_at == before.valid_at  # a refinement does not move when it became true
     [add, update] = cheesy.history(before.id)
     assert (update.event, update.old_content, update.new_content, update.reason) == (
-        "UPDATE", "Ada likes cheddar cheese.", "Ada likes cheddar and brie cheese.", "more detail",
+        "UPDATE",
+        "Ada likes cheddar cheese.",
+        "Ada likes cheddar and brie cheese.",
+        "more detail",
     )
-    assert [hit.content for hit in cheesy.search("brie", user_id="ada")] == ["Ada likes cheddar and brie cheese."]
+    assert [hit.content for hit in cheesy.search("brie", user_id="ada")] == [
+        "Ada likes cheddar and brie cheese."
+    ]
 
 
 def test_noop_records_provenance_and_strengthens(cheesy):
@@ -85,11 +108,25 @@ def test_delete_without_a_request_to_forget_is_refused(db_path):
 def counting_responder(call):
     """Answers all three write signatures; the turn mentions a city, an existing memory may too."""
     if call.output_fields == ["facts"]:
-        return {"facts": [{"content": "Ada lives in Denver.", "subject": "Ada", "predicate": "lives_in",
-                           "object": "Denver", "valid_at": "2024-03-01"}]}
+        return {
+            "facts": [
+                {
+                    "content": "Ada lives in Denver.",
+                    "subject": "Ada",
+                    "predicate": "lives_in",
+                    "object": "Denver",
+                    "valid_at": "2024-03-01",
+                }
+            ]
+        }
     existing = call.inputs["existing_memories"]
-    op = {"content": "Ada lives in Denver.", "subject": "Ada", "predicate": "lives_in", "object": "Denver",
-          "valid_at": "2024-03-01"}
+    op = {
+        "content": "Ada lives in Denver.",
+        "subject": "Ada",
+        "predicate": "lives_in",
+        "object": "Denver",
+        "valid_at": "2024-03-01",
+    }
     home = alias_of(existing, "Ada lives in")
     return {"ops": [{"action": "INVALIDATE", "target": home, **op} if home else {"action": "ADD", **op}]}
 
@@ -104,8 +141,10 @@ def test_lm_calls_and_tokens_per_add(db_path, mode, calls_first, calls_later):
         assert first.usage.lm_calls == calls_first
         memory.add("Ada: Ada lives in Boston, I said before.", user_id="ada", infer=False)
         later = memory.add(
-            [{"role": "user", "name": "Ada", "content": "Ada lives in Denver since March."},
-             {"role": "assistant", "content": "Noted, Denver it is."}],
+            [
+                {"role": "user", "name": "Ada", "content": "Ada lives in Denver since March."},
+                {"role": "assistant", "content": "Noted, Denver it is."},
+            ],
             user_id="ada",
             at="2024-03-02",
         )

@@ -101,12 +101,31 @@ def test_known_at_answers_what_was_believed_before_the_last_move(homes):
 def flips(turns, existing):
     text = turns[-1]["text"]
     if "love sushi" in text:
-        return [{"action": "ADD", "content": "Ada loves sushi.", "kind": "preference", "subject": "Ada",
-                 "predicate": "likes", "object": "sushi", "valid_at": "2024-01-05"}]
+        return [
+            {
+                "action": "ADD",
+                "content": "Ada loves sushi.",
+                "kind": "preference",
+                "subject": "Ada",
+                "predicate": "likes",
+                "object": "sushi",
+                "valid_at": "2024-01-05",
+            }
+        ]
     target = alias_of(existing, "sushi")
-    return [{"action": "INVALIDATE", "target": target, "content": "Ada no longer likes sushi; she prefers ramen.",
-             "kind": "preference", "subject": "Ada", "predicate": "likes", "object": "ramen",
-             "valid_at": "2024-06-01", "reason": "taste changed"}]
+    return [
+        {
+            "action": "INVALIDATE",
+            "target": target,
+            "content": "Ada no longer likes sushi; she prefers ramen.",
+            "kind": "preference",
+            "subject": "Ada",
+            "predicate": "likes",
+            "object": "ramen",
+            "valid_at": "2024-06-01",
+            "reason": "taste changed",
+        }
+    ]
 
 
 def test_a_preference_flip_keeps_the_old_preference_in_the_past(db_path):
@@ -126,17 +145,45 @@ def test_a_preference_flip_keeps_the_old_preference_in_the_past(db_path):
 def city_claims(turns, existing):
     text = turns[-1]["text"]
     if "meant Denver" in text:  # a correction: Boston was never true
-        return [{"action": "INVALIDATE", "target": alias_of(existing, "Boston"), "correction": True,
-                 "content": "Ada lives in Denver.", "subject": "Ada", "predicate": "lives_in",
-                 "object": "Denver", "reason": "misstated"}]
+        return [
+            {
+                "action": "INVALIDATE",
+                "target": alias_of(existing, "Boston"),
+                "correction": True,
+                "content": "Ada lives in Denver.",
+                "subject": "Ada",
+                "predicate": "lives_in",
+                "object": "Denver",
+                "reason": "misstated",
+            }
+        ]
     if "moved to Denver" in text:  # a change: Boston was true until the move
-        return [{"action": "INVALIDATE", "target": alias_of(existing, "Boston"), "content": "Ada lives in Denver.",
-                 "subject": "Ada", "predicate": "lives_in", "object": "Denver", "valid_at": "2024-03-01"}]
-    return [{"action": "ADD", "content": "Ada lives in Boston.", "subject": "Ada", "predicate": "lives_in",
-             "object": "Boston", "valid_at": "2024-01-01"}]
+        return [
+            {
+                "action": "INVALIDATE",
+                "target": alias_of(existing, "Boston"),
+                "content": "Ada lives in Denver.",
+                "subject": "Ada",
+                "predicate": "lives_in",
+                "object": "Denver",
+                "valid_at": "2024-03-01",
+            }
+        ]
+    return [
+        {
+            "action": "ADD",
+            "content": "Ada lives in Boston.",
+            "subject": "Ada",
+            "predicate": "lives_in",
+            "object": "Boston",
+            "valid_at": "2024-01-01",
+        }
+    ]
 
 
-@pytest.mark.parametrize("second", ["Ada: sorry, I meant Denver, not Boston.", "Ada: I moved to Denver, Boston is over."])
+@pytest.mark.parametrize(
+    "second", ["Ada: sorry, I meant Denver, not Boston.", "Ada: I moved to Denver, Boston is over."]
+)
 def test_a_correction_expires_while_a_change_invalidates(db_path, second):
     correction = "meant" in second
     with Memory(db_path, embedder=HashEmbedder(64), lm=fused_lm(city_claims)) as memory:
@@ -147,7 +194,9 @@ def test_a_correction_expires_while_a_change_invalidates(db_path, second):
         [op] = result.ops
         assert (op.action, op.replaced_id, op.correction) == ("INVALIDATE", boston.id, correction)
         old = memory.get(boston.id)
-        past = [hit.content for hit in memory.search("Ada lives Boston Denver", user_id="ada", as_of="2024-02-01")]
+        past = [
+            hit.content for hit in memory.search("Ada lives Boston Denver", user_id="ada", as_of="2024-02-01")
+        ]
         if correction:
             # Never true: gone from every world time, but what we believed then is still on record.
             assert old.status == "expired" and old.invalid_at is None and old.superseded_by == op.memory_id
@@ -166,11 +215,32 @@ def people(turns, existing):
     text = turns[-1]["text"]
     if "Madrid" in text:
         # A careless LM points Bob's move at Ada's memory; validation must not let it through.
-        return [{"action": "INVALIDATE", "target": alias_of(existing, "Ada lives"), "content": "Bob lives in Madrid.",
-                 "subject": "Bob", "predicate": "lives_in", "object": "Madrid", "valid_at": "2024-05-01"}]
+        return [
+            {
+                "action": "INVALIDATE",
+                "target": alias_of(existing, "Ada lives"),
+                "content": "Bob lives in Madrid.",
+                "subject": "Bob",
+                "predicate": "lives_in",
+                "object": "Madrid",
+                "valid_at": "2024-05-01",
+            }
+        ]
     return [
-        {"action": "ADD", "content": "Ada lives in Paris.", "subject": "Ada", "predicate": "lives_in", "object": "Paris"},
-        {"action": "ADD", "content": "Bob lives in Rome.", "subject": "Bob", "predicate": "lives_in", "object": "Rome"},
+        {
+            "action": "ADD",
+            "content": "Ada lives in Paris.",
+            "subject": "Ada",
+            "predicate": "lives_in",
+            "object": "Paris",
+        },
+        {
+            "action": "ADD",
+            "content": "Bob lives in Rome.",
+            "subject": "Bob",
+            "predicate": "lives_in",
+            "object": "Rome",
+        },
     ]
 
 
@@ -181,7 +251,9 @@ def test_same_predicate_for_different_people_never_conflicts(db_path):
             user_id="ada",
             at="2024-01-01",
         )
-        result = memory.add("Ada: Bob lives in Madrid now, Ada lives where she did.", user_id="ada", at="2024-05-01")
+        result = memory.add(
+            "Ada: Bob lives in Madrid now, Ada lives where she did.", user_id="ada", at="2024-05-01"
+        )
         assert [op.action for op in result.ops] == ["ADD"]
         assert "about someone else" in result.rejected[0].reason
         ada = memory.timeline(subject="Ada", predicate="lives_in", user_id="ada")
