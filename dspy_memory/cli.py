@@ -12,10 +12,21 @@ from typing import Any
 DEFAULT_DB = "memory.db"
 
 
+def _lm(args: argparse.Namespace) -> Any:
+    """The LM named by --lm or DSPY_MEMORY_LM (with DSPY_MEMORY_LM_API_BASE), or None."""
+    model = getattr(args, "lm", None) or os.environ.get("DSPY_MEMORY_LM")
+    if not model:
+        return None
+    import dspy
+
+    api_base = os.environ.get("DSPY_MEMORY_LM_API_BASE")
+    return dspy.LM(model, **({"api_base": api_base} if api_base else {}))
+
+
 def _memory(args: argparse.Namespace) -> Any:
     from dspy_memory.memory import Memory
 
-    return Memory(args.db, embedder=args.embedder)
+    return Memory(args.db, embedder=args.embedder, lm=_lm(args))
 
 
 def _scope(args: argparse.Namespace) -> dict[str, str | None]:
@@ -32,17 +43,25 @@ def _print(value: Any, as_json: bool) -> None:
 def cmd_demo(args: argparse.Namespace) -> int:
     from dspy_memory.demo import run_demo
 
-    run_demo(args.db_demo, embedder=args.embedder)
+    run_demo(args.db_demo, embedder=args.embedder, lm=_lm(args))
     return 0
 
 
 def cmd_add(args: argparse.Namespace) -> int:
     with _memory(args) as memory:
-        result = memory.add(args.text, **_scope(args), at=args.at)
-        for record in result.memories:
-            _print(
-                record.model_dump(mode="json") if args.json else f"{record.id}  {record.content}", args.json
-            )
+        result = memory.add(args.text, **_scope(args), at=args.at, infer=False if args.raw else None)
+        if args.json:
+            _print(result.model_dump(mode="json"), True)
+            return 0
+        for op in result.ops:
+            print(f"{op.action:<10} {op.memory_id}  {op.content or ''}")
+        if not result.ops:
+            for record in result.memories:
+                print(f"{record.id}  {record.content}")
+        for rejected in result.rejected:
+            print(f"refused    #{rejected.index} {rejected.action}: {rejected.reason}", file=sys.stderr)
+        if result.error:
+            print(f"write program failed (kept as raw turns): {result.error}", file=sys.stderr)
     return 0
 
 
@@ -125,6 +144,30 @@ def cmd_delete_scope(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_timeline(args: argparse.Namespace) -> int:
+    with _memory(args) as memory:
+        records = memory.timeline(subject=args.subject, predicate=args.predicate, **_scope(args))
+        if args.json:
+            _print([record.model_dump(mode="json") for record in records], True)
+        for record in [] if args.json else records:
+            valid = record.valid_at.strftime("%Y-%m-%d") if record.valid_at else "-"
+            until = record.invalid_at.strftime("%Y-%m-%d") if record.invalid_at else ""
+            print(f"{valid} .. {until:<10}  [{record.status}]  {record.content}")
+    return 0
+
+
+def cmd_reprocess(args: argparse.Namespace) -> int:
+    with _memory(args) as memory:
+        results = memory.reprocess()
+    if args.json:
+        _print([result.model_dump(mode="json") for result in results], True)
+    else:
+        failed = sum(1 for result in results if result.error)
+        episodes = sum(len(result.episodes) for result in results)
+        print(f"reprocessed {episodes} episodes in {len(results)} batches; {failed} batches failed again")
+    return 0
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     with _memory(args) as memory:
         _print(memory.stats(), True)
@@ -159,18 +202,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser(
         "demo",
-        help="tour raw-mode memory on a shipped conversation (offline, no LM)",
-        description="Tour raw-mode memory on a shipped conversation (offline, no LM).",
+        help="tour memory on a shipped conversation (raw mode offline; the LM path with --lm)",
+        description="Tour memory on a shipped conversation: raw mode offline, or the LM write path "
+        "when --lm or DSPY_MEMORY_LM names a model.",
     )
     demo.set_defaults(func=cmd_demo)
     demo.add_argument(
         "--db", dest="db_demo", default=None, help="keep the memory file here (default: temporary)"
     )
     demo.add_argument("--embedder", default=None, help="embedder spec (default: local MiniLM)")
+    lm_help = "DSPy model string of the LM that writes memories (default: $DSPY_MEMORY_LM)"
+    demo.add_argument("--lm", default=None, help=lm_help)
 
-    p = command("add", "remember a text as a memory", cmd_add)
+    p = command("add", "remember a text (facts extracted by the LM, if one is set)", cmd_add)
     p.add_argument("text")
     p.add_argument("--at", default=None, help="when it happened (ISO-8601; default now)")
+    p.add_argument("--lm", default=None, help=lm_help)
+    p.add_argument("--raw", action="store_true", help="store the text as a raw turn, without an LM")
 
     p = command("search", "search memories of a scope", cmd_search)
     p.add_argument("query")
@@ -197,6 +245,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("delete", "forget one memory for good", cmd_delete)
     p.add_argument("memory_id")
+
+    p = command("timeline", "show how facts about a subject changed", cmd_timeline)
+    p.add_argument("--subject", default=None, help="entity name, e.g. Ada")
+    p.add_argument("--predicate", default=None, help="relation, e.g. lives_in")
+
+    p = command(
+        "reprocess", "run the write program again on failed and pending episodes", cmd_reprocess, scoped=False
+    )
+    p.add_argument("--lm", default=None, help=lm_help)
 
     command("delete-scope", "erase everything stored for a scope (the GDPR path)", cmd_delete_scope)
     command("stats", "show what the memory file holds", cmd_stats, scoped=False)

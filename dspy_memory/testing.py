@@ -129,3 +129,71 @@ def scripted_lm(responder: Responder, *, model: str = "scripted/lm") -> Any:
     import dspy
 
     return dspy.LM(model, engine=ScriptedEngine(responder), cache=False)
+
+
+# -- a write LM that knows the right facts --------------------------------------------------------
+
+# Relations that hold one value at a time: a new value replaces the old one (INVALIDATE).
+FUNCTIONAL_PREDICATES = frozenset(
+    {"lives_in", "works_at", "works_shift", "job", "age", "married_to", "home", "employer", "status"}
+)
+
+
+def _key(text: str | None) -> str:
+    return " ".join((text or "").casefold().replace("_", " ").split())
+
+
+def oracle_decisions(
+    facts: list[dict[str, Any]],
+    existing: list[dict[str, Any]],
+    functional: frozenset[str] = FUNCTIONAL_PREDICATES,
+) -> list[dict[str, Any]]:
+    """What a careful LM decides: NOOP for a fact already known, INVALIDATE when a one-valued
+    relation (`functional`) of the same subject changes, ADD otherwise."""
+    ops: list[dict[str, Any]] = []
+    used: set[int] = set()
+    for fact in facts:
+        same = next(
+            (m for m in existing if m["alias"] not in used and _key(m["content"]) == _key(fact["content"])),
+            None,
+        )
+        if same is not None:
+            used.add(same["alias"])
+            ops.append({"action": "NOOP", "target": same["alias"], "reason": "already known"})
+            continue
+        prior = None
+        if _key(fact.get("predicate")).replace(" ", "_") in functional:
+            prior = next(
+                (
+                    m
+                    for m in existing
+                    if m["alias"] not in used
+                    and _key(m.get("subject")) == _key(fact.get("subject"))
+                    and _key(m.get("predicate")) == _key(fact.get("predicate"))
+                ),
+                None,
+            )
+        if prior is not None:
+            used.add(prior["alias"])
+            ops.append({"action": "INVALIDATE", "target": prior["alias"], "reason": "changed", **fact})
+        else:
+            ops.append({"action": "ADD", **fact})
+    return ops
+
+
+def oracle_write_lm(
+    facts_by_text: Mapping[str, list[dict[str, Any]]], *, model: str = "scripted/oracle"
+) -> Any:
+    """A scripted LM for the three write signatures that knows which facts each message holds
+    (`facts_by_text`: message text -> fact dicts) and decides like `oracle_decisions`."""
+
+    def facts_of(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [fact for turn in turns for fact in facts_by_text.get(turn["text"], [])]
+
+    def responder(call: LMCall) -> Mapping[str, Any]:
+        if call.output_fields == ["facts"]:
+            return {"facts": facts_of(call.inputs["turns"])}
+        new = call.inputs["new_facts"] if "new_facts" in call.inputs else facts_of(call.inputs["turns"])
+        return {"ops": oracle_decisions(new, call.inputs["existing_memories"])}
+
+    return scripted_lm(responder, model=model)

@@ -38,6 +38,20 @@ def scope_of(episode: Episode) -> Scope:
     return Scope.of(episode.user_id, episode.agent_id, episode.run_id)
 
 
+def attribute(content: str, episodes: Sequence[Episode]) -> list[str]:
+    """The episodes a fact most likely came from: those sharing the most words with it (the
+    LM is not asked, which would cost tokens); all of them when none shares a word."""
+    words = set(query_terms(content))
+    overlap = {episode.id: len(words & set(query_terms(episode.content))) for episode in episodes}
+    best = max(overlap.values(), default=0)
+    if best == 0:
+        return [episode.id for episode in episodes]
+    chosen = [episode for episode in episodes if overlap[episode.id] == best]
+    # On a tie, what a person said outranks the assistant repeating it.
+    people = [episode for episode in chosen if episode.role not in ("assistant", "tool", "system")]
+    return [episode.id for episode in people or chosen]
+
+
 class Writer:
     def __init__(
         self, store: Store, embedder: Embedder, retriever: Retriever, config: WriteConfig, program: Any = None
@@ -312,6 +326,7 @@ class Writer:
             else {}
         )
         episode_ids = [episode.id for episode in episodes]
+        spoken = [episode for episode in episodes if episode.content.strip()]
         applied: list[AppliedOp] = []
         changed: list[str] = []
         store = self.store
@@ -340,7 +355,7 @@ class Writer:
                     subject_id=entity(p.op.subject),
                     predicate=p.predicate,
                     object_id=entity(p.op.object),
-                    episode_ids=episode_ids,
+                    episode_ids=attribute(p.content or "", spoken),
                 )
                 store.insert_memories([item], actor="lm", reason=p.op.reason)
                 changed.append(new_id)
@@ -378,7 +393,7 @@ class Writer:
                         event="UPDATE",
                         actor="lm",
                         reason=reason,
-                        episode_id=episode_ids[0],
+                        episode_id=attribute(p.content or "", spoken)[0],
                     )
                     changed.append(target.id)
                     applied.append(
@@ -393,7 +408,7 @@ class Writer:
                             scope=scope,
                             actor="lm",
                             reason=reason,
-                            episode_id=episode_ids[0],
+                            episode_id=attribute(p.content or "", spoken)[0],
                             superseded_by=new_id,
                             metadata={"correction": True, "superseded_by": new_id, "new_content": p.content},
                         )
@@ -406,7 +421,8 @@ class Writer:
                             event="INVALIDATE",
                             actor="lm",
                             reason=reason,
-                            episode_id=episode_ids[0],
+                            episode_id=attribute(p.content or "", spoken)[0],
+                            add_source=False,
                             event_content=p.content,
                             event_metadata={"superseded_by": new_id},
                         )

@@ -52,7 +52,8 @@ def test_errors_are_short_messages_not_tracebacks(tmp_path, capsys):
     assert "Open it with" in capsys.readouterr().err
 
 
-def test_demo_runs_offline_with_the_test_embedder(capsys):
+def test_demo_runs_offline_with_the_test_embedder(monkeypatch, capsys):
+    monkeypatch.delenv("DSPY_MEMORY_LM", raising=False)
     assert main(["demo", "--embedder", "test"]) == 0
     out = capsys.readouterr().out
     for step in (

