@@ -16,6 +16,17 @@ from dspy_memory.types import LMUsage
 OLLAMA_HOST = "http://localhost:11434"
 
 
+def ollama_host(host: str | None = None) -> str:
+    """`host`, else $OLLAMA_HOST (as the ollama CLI reads it), else localhost; with a scheme and
+    without a trailing /v1."""
+    import os
+
+    host = host or os.environ.get("OLLAMA_HOST") or OLLAMA_HOST
+    if "://" not in host:
+        host = "http://" + host
+    return host.rstrip("/").removesuffix("/v1")
+
+
 def resolve_lm(lm: Any) -> Any:
     """The LM to use: the one given (a dspy.LM or a model string such as
     "ollama_chat/llama3.2"), else the one set with dspy.configure(lm=...), else None."""
@@ -110,7 +121,7 @@ def local(
     llm: str = "llama3.2",
     embed: str | None = "nomic-embed-text",
     *,
-    host: str = OLLAMA_HOST,
+    host: str | None = None,
     configure: bool = True,
     check: bool = True,
     timeout: float = 5.0,
@@ -122,12 +133,13 @@ def local(
     >>> models = dspy_memory.local(llm="llama3.2", embed="nomic-embed-text")
     >>> memory = Memory("agent.db", lm=models.lm, embedder=models.embedder)
 
-    Checks that Ollama answers and that both models are pulled, and says what to run when not.
-    With configure=True (default) the LM is also set with dspy.configure(lm=...).
+    `host` defaults to $OLLAMA_HOST, else http://localhost:11434. Checks that Ollama answers
+    and that both models are pulled, and says what to run when not. With configure=True
+    (default) the LM is also set with dspy.configure(lm=...).
     """
     import dspy
 
-    host = host.rstrip("/").removesuffix("/v1")
+    host = ollama_host(host)
     if check:
         available = _ollama_models(host, timeout)
         missing = [name for name in (llm, embed) if name is not None and not _has_model(available, name)]

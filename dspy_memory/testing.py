@@ -60,6 +60,18 @@ def _fields(system: str, heading: str) -> list[str]:
     return _FIELD_LIST.findall(section[: end if end >= 0 else None])
 
 
+def parse_call(system: str, messages: list[tuple[str, str]]) -> LMCall:
+    """Parse a DSPy prompt (system text and (role, text) messages) into an LMCall."""
+    last_user = next((text for role, text in reversed(messages) if role == "user"), "")
+    return LMCall(
+        input_fields=_fields(system, "Your input fields are:"),
+        output_fields=_fields(system, "Your output fields are:"),
+        inputs={name: _decode(value) for name, value in _SECTION.findall(last_user)},
+        prompt="\n\n".join([system, *(text for _, text in messages)]),
+        json_mode="Respond with a JSON object" in last_user,
+    )
+
+
 def _decode(value: str) -> Any:
     try:
         return json.loads(value)
@@ -97,15 +109,7 @@ class ScriptedEngine:
         from dspy import lm15
 
         system = request.system if isinstance(request.system, str) else ""
-        messages = [(message.role, message.text or "") for message in request.messages]
-        last_user = next((text for role, text in reversed(messages) if role == "user"), "")
-        call = LMCall(
-            input_fields=_fields(system, "Your input fields are:"),
-            output_fields=_fields(system, "Your output fields are:"),
-            inputs={name: _decode(value) for name, value in _SECTION.findall(last_user)},
-            prompt="\n\n".join([system, *(text for _, text in messages)]),
-            json_mode="Respond with a JSON object" in last_user,
-        )
+        call = parse_call(system, [(message.role, message.text or "") for message in request.messages])
         with self._lock:
             self.calls.append(call)
         answer = self.responder(call)
@@ -186,6 +190,11 @@ def oracle_write_lm(
 ) -> Any:
     """A scripted LM for the three write signatures that knows which facts each message holds
     (`facts_by_text`: message text -> fact dicts) and decides like `oracle_decisions`."""
+    return scripted_lm(oracle_responder(facts_by_text), model=model)
+
+
+def oracle_responder(facts_by_text: Mapping[str, list[dict[str, Any]]]) -> Responder:
+    """The responder of `oracle_write_lm` (also for fake servers speaking an LM's HTTP API)."""
 
     def facts_of(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [fact for turn in turns for fact in facts_by_text.get(turn["text"], [])]
@@ -196,4 +205,4 @@ def oracle_write_lm(
         new = call.inputs["new_facts"] if "new_facts" in call.inputs else facts_of(call.inputs["turns"])
         return {"ops": oracle_decisions(new, call.inputs["existing_memories"])}
 
-    return scripted_lm(responder, model=model)
+    return responder

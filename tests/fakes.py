@@ -71,8 +71,9 @@ def embedding_server(kind: str, *, dim: int = 32, behaviour: str = "ok"):
 @contextmanager
 def ollama_server(*, models=("llama3.2:latest", "nomic-embed-text:latest"), chat=None, dim: int = 768):
     """A loopback server speaking the parts of Ollama's API dspy-memory uses: GET /api/tags,
-    POST /api/embed, and the OpenAI-compatible POST /v1/chat/completions (answered by
-    `chat(messages) -> str`). Yields (base_url, list of requests)."""
+    POST /api/embed, and the OpenAI-compatible POST /v1/chat/completions, answered by
+    `chat(messages) -> str` or, given a `dspy_memory.testing` responder, by signature.
+    Yields (base_url, list of requests)."""
     model = HashEmbedder(dim, cache_size=0)
     requests: list[dict] = []
 
@@ -133,3 +134,16 @@ def ollama_server(*, models=("llama3.2:latest", "nomic-embed-text:latest"), chat
     finally:
         server.shutdown()
         server.server_close()
+
+
+def chat_by_signature(responder):
+    """A `chat(messages)` for `ollama_server` that answers like `dspy_memory.testing` LMs do."""
+    from dspy_memory.testing import format_answer, parse_call
+
+    def chat(messages):
+        system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+        call = parse_call(system, [(m["role"], m["content"]) for m in messages if m["role"] != "system"])
+        answer = responder(call)
+        return answer if isinstance(answer, str) else format_answer(answer, json_mode=call.json_mode)
+
+    return chat

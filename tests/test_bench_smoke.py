@@ -35,3 +35,15 @@ def test_bench_store_runs_at_tiny_sizes(tmp_path, capsys):
         assert config["add_per_s_precomputed"] > 0
     assert saved["batched_add_per_s_with_model"] > 0
     assert "Search latency" in capsys.readouterr().out
+
+
+def test_write_cost_runs_and_fused_makes_one_call_per_session(tmp_path, capsys):
+    from evals.write_cost import main as write_cost
+
+    results = write_cost(["--out", str(tmp_path / "w.json"), "--plot", str(tmp_path / "w.png")])
+    fused, two_step = results["modes"]["fused"], results["modes"]["two_step"]
+    assert [row["lm_calls"] for row in fused["sessions"]] == [1, 1, 1, 1]
+    assert [row["lm_calls"] for row in two_step["sessions"]] == [1, 2, 2, 2]  # nothing to reconcile at first
+    assert len(fused["invalidated"]) == len(two_step["invalidated"]) == 3
+    assert json.loads((tmp_path / "w.json").read_text())["tokenizer"] in ("cl100k_base", "estimate")
+    assert "prompt tok/message" in capsys.readouterr().out

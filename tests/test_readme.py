@@ -5,7 +5,30 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes import embedding_server
+from dspy_memory.testing import oracle_responder
+from tests.fakes import chat_by_signature, embedding_server, ollama_server
+
+# What the local model "knows" in the README's Ollama example.
+README_FACTS = {
+    "I live in Boston.": [
+        {
+            "content": "Ada lives in Boston.",
+            "subject": "Ada",
+            "predicate": "lives_in",
+            "object": "Boston",
+            "valid_at": "2024-01-10",
+        }
+    ],
+    "I moved to Denver last week!": [
+        {
+            "content": "Ada lives in Denver.",
+            "subject": "Ada",
+            "predicate": "lives_in",
+            "object": "Denver",
+            "valid_at": "2024-03-08",
+        }
+    ],
+}
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -21,9 +44,13 @@ def test_readme_has_snippets():
 @pytest.mark.integration
 def test_readme_snippets_run(tmp_path, monkeypatch, minilm):
     monkeypatch.chdir(tmp_path)
+    import dspy
+
+    chat = chat_by_signature(oracle_responder(README_FACTS))
     with (
-        embedding_server("ollama", dim=768) as (ollama_url, _),
+        ollama_server(chat=chat) as (ollama_url, _),
         embedding_server("openai", dim=1536) as (openai_url, _),
+        dspy.context(),
     ):
         monkeypatch.setenv("OLLAMA_HOST", ollama_url)
         monkeypatch.setenv("OPENAI_BASE_URL", f"{openai_url}/v1")
@@ -34,3 +61,5 @@ def test_readme_snippets_run(tmp_path, monkeypatch, minilm):
                 exec(compile(block, f"README.md python block {index + 1}", "exec"), namespace)
             except Exception as exc:  # pragma: no cover - the message names the block
                 raise AssertionError(f"README python block {index + 1} failed: {exc!r}\n{block}") from exc
+            finally:
+                dspy.configure(lm=None)  # the Ollama example configures dspy's LM globally
