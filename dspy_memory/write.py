@@ -16,18 +16,19 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dspy_memory.apply import PlanApplier
 from dspy_memory.config import WriteConfig
 from dspy_memory.embed import Embedder
 from dspy_memory.errors import WriteProgramError
 from dspy_memory.inputs import MessagesInput, drafts_from_input, turn_text
 from dspy_memory.lm import lm_name, run_program, short_error
-from dspy_memory.plan import NEEDS_CONTENT, Plan, PlanLimits, PlannedOp, plan_ops
+from dspy_memory.plan import Plan, PlanLimits, plan_ops
 from dspy_memory.retrieval import Retriever
 from dspy_memory.store import NewMemory, Store, TimeView
 from dspy_memory.store.keyword import query_terms
-from dspy_memory.text import content_hash, normalize_name
+from dspy_memory.text import content_hash
 from dspy_memory.timeutil import TimeLike, from_db, now_db, to_datetime, to_db, utcnow
-from dspy_memory.types import AddResult, AppliedOp, Episode, LMUsage, MemoryRecord, Rejection, Scope
+from dspy_memory.types import AddResult, Episode, LMUsage, MemoryRecord, Rejection, Scope
 
 logger = logging.getLogger("dspy_memory")
 
@@ -36,20 +37,6 @@ FACT_KINDS = ("fact", "preference", "event", "procedure", "profile", "note")
 
 def scope_of(episode: Episode) -> Scope:
     return Scope.of(episode.user_id, episode.agent_id, episode.run_id)
-
-
-def attribute(content: str, episodes: Sequence[Episode]) -> list[str]:
-    """The episodes a fact most likely came from: those sharing the most words with it (the
-    LM is not asked, which would cost tokens); all of them when none shares a word."""
-    words = set(query_terms(content))
-    overlap = {episode.id: len(words & set(query_terms(episode.content))) for episode in episodes}
-    best = max(overlap.values(), default=0)
-    if best == 0:
-        return [episode.id for episode in episodes]
-    chosen = [episode for episode in episodes if overlap[episode.id] == best]
-    # On a tie, what a person said outranks the assistant repeating it.
-    people = [episode for episode in chosen if episode.role not in ("assistant", "tool", "system")]
-    return [episode.id for episode in people or chosen]
 
 
 class Writer:
@@ -61,6 +48,7 @@ class Writer:
         self.retriever = retriever
         self.config = config
         self._program = program
+        self._applier = PlanApplier(store, embedder, confirm_strength=config.confirm_strength)
         self._forget = re.compile(config.forget_pattern, re.IGNORECASE)
 
     @property
@@ -195,7 +183,7 @@ class Writer:
             return self._fail(episodes, scope, mode, lm, exc.usage or LMUsage(), str(exc), started)
         plan = self._plan(ops, candidates, spoken, scope, observed)
         try:
-            applied, memories = self._apply(plan, episodes, scope, observed)
+            applied, memories = self._applier.apply(plan, episodes, scope, observed)
         except Exception as exc:
             self.store.episodes.mark(ids, "failed", error=short_error(exc))
             self._log_run(scope, mode, ids, lm, usage, 0, plan.rejected, short_error(exc), started)
@@ -314,155 +302,6 @@ class Writer:
                 max_deletes=config.max_deletes,
             ),
         )
-
-    def _apply(
-        self, plan: Plan, episodes: Sequence[Episode], scope: Scope, observed: str
-    ) -> tuple[list[AppliedOp], list[MemoryRecord]]:
-        """Apply validated operations in one transaction; mark the episodes done in it."""
-        writes = [planned for planned in plan.ops if planned.action in NEEDS_CONTENT]
-        vectors = (
-            dict(zip((id(p) for p in writes), self.embedder.embed([p.content for p in writes])))
-            if writes
-            else {}
-        )
-        episode_ids = [episode.id for episode in episodes]
-        spoken = [episode for episode in episodes if episode.content.strip()]
-        applied: list[AppliedOp] = []
-        changed: list[str] = []
-        store = self.store
-        with store.transaction():
-            names = [name for p in writes for name in (p.op.subject, p.op.object) if name]
-            entities = store.graph.upsert(names, scope)
-
-            def entity(name: str | None) -> str | None:
-                return entities.get(normalize_name(name)) if name else None
-
-            def add(p: PlannedOp) -> str:
-                new_id = str(uuid.uuid4())
-                item = NewMemory(
-                    id=new_id,
-                    content=p.content,  # type: ignore[arg-type]
-                    content_hash=p.content_hash,  # type: ignore[arg-type]
-                    embedding=vectors[id(p)],
-                    kind=p.op.kind,
-                    user_id=scope.user_id,
-                    agent_id=scope.agent_id,
-                    run_id=scope.run_id,
-                    confidence=p.op.confidence,
-                    importance=p.op.importance,
-                    valid_at=p.valid_at or observed,
-                    invalid_at=p.invalid_at,
-                    subject_id=entity(p.op.subject),
-                    predicate=p.predicate,
-                    object_id=entity(p.op.object),
-                    episode_ids=attribute(p.content or "", spoken),
-                )
-                store.insert_memories([item], actor="lm", reason=p.op.reason)
-                changed.append(new_id)
-                return new_id
-
-            for p in plan.ops:
-                target = p.target
-                reason = p.op.reason
-                if p.action == "ADD":
-                    applied.append(
-                        AppliedOp(action="ADD", memory_id=add(p), content=p.content, reason=reason)
-                    )
-                elif p.action == "UPDATE":
-                    assert target is not None
-                    changes: dict[str, Any] = {
-                        "content": p.content,
-                        "content_hash": p.content_hash,
-                        "kind": p.op.kind,
-                        "confidence": p.op.confidence,
-                        "importance": p.op.importance,
-                    }
-                    if p.op.subject:
-                        changes["subject_id"] = entity(p.op.subject)
-                    if p.op.object:
-                        changes["object_id"] = entity(p.op.object)
-                    if p.predicate:
-                        changes["predicate"] = p.predicate
-                    if p.valid_at:
-                        changes["valid_at"] = p.valid_at
-                    store.supersede(
-                        target.id,
-                        scope=scope,
-                        changes=changes,
-                        embedding=vectors[id(p)],
-                        event="UPDATE",
-                        actor="lm",
-                        reason=reason,
-                        episode_id=attribute(p.content or "", spoken)[0],
-                    )
-                    changed.append(target.id)
-                    applied.append(
-                        AppliedOp(action="UPDATE", memory_id=target.id, content=p.content, reason=reason)
-                    )
-                elif p.action == "INVALIDATE":
-                    assert target is not None
-                    new_id = add(p)
-                    if p.op.correction:
-                        store.expire(
-                            target.id,
-                            scope=scope,
-                            actor="lm",
-                            reason=reason,
-                            episode_id=attribute(p.content or "", spoken)[0],
-                            superseded_by=new_id,
-                            metadata={"correction": True, "superseded_by": new_id, "new_content": p.content},
-                        )
-                    else:
-                        store.supersede(
-                            target.id,
-                            scope=scope,
-                            changes={"invalid_at": p.valid_at, "superseded_by": new_id},
-                            embedding=None,
-                            event="INVALIDATE",
-                            actor="lm",
-                            reason=reason,
-                            episode_id=attribute(p.content or "", spoken)[0],
-                            add_source=False,
-                            event_content=p.content,
-                            event_metadata={"superseded_by": new_id},
-                        )
-                    applied.append(
-                        AppliedOp(
-                            action="INVALIDATE",
-                            memory_id=new_id,
-                            content=p.content,
-                            replaced_id=target.id,
-                            correction=p.op.correction,
-                            reason=reason,
-                        )
-                    )
-                elif p.action == "DELETE":
-                    assert target is not None
-                    store.erase.memory(target.id, scope=scope, actor="lm")
-                    applied.append(AppliedOp(action="DELETE", memory_id=target.id, reason=reason))
-                elif p.action == "NOOP":
-                    assert target is not None
-                    store.confirm(
-                        target.id, scope=scope, episode_ids=episode_ids, gain=self.config.confirm_strength
-                    )
-                    applied.append(AppliedOp(action="NOOP", memory_id=target.id, reason=reason))
-            # Raw turns kept while an earlier attempt failed are replaced by what was extracted.
-            for turn_id in store.episodes.turn_memories(episode_ids):
-                store.expire(
-                    turn_id,
-                    scope=None,
-                    actor="system",
-                    event="MERGE",
-                    reason="replaced by memories extracted from its episode",
-                )
-            store.episodes.mark(episode_ids, "done")
-        if any(op.action == "DELETE" for op in applied):
-            store.erase.compact()
-            clear = getattr(self.embedder, "clear_cache", None)
-            if clear is not None:
-                clear()
-        records = [store.get_memory(memory_id, scope=scope) for memory_id in dict.fromkeys(changed)]
-        return applied, [record for record in records if record is not None]
 
     def _fail(
         self,
