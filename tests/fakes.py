@@ -11,6 +11,19 @@ from dspy_memory.embed import HashEmbedder
 
 
 @contextmanager
+def _serving(handler):
+    """Serve `handler` on a free loopback port while the block runs; yields the base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
 def embedding_server(kind: str, *, dim: int = 32, behaviour: str = "ok"):
     """kind: "ollama" (POST /api/embed) or "openai" (POST /v1/embeddings). behaviour: "ok",
     "error" (HTTP 500), "wrong-dim" or "not-numbers". Yields (base_url, list of requests)."""
@@ -58,14 +71,8 @@ def embedding_server(kind: str, *, dim: int = 32, behaviour: str = "ok"):
             self.end_headers()
             self.wfile.write(data)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", requests
-    finally:
-        server.shutdown()
-        server.server_close()
+    with _serving(Handler) as url:
+        yield url, requests
 
 
 @contextmanager
@@ -126,14 +133,8 @@ def ollama_server(*, models=("llama3.2:latest", "nomic-embed-text:latest"), chat
             else:
                 self._send(404, {"error": "not found"})
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", requests
-    finally:
-        server.shutdown()
-        server.server_close()
+    with _serving(Handler) as url:
+        yield url, requests
 
 
 def chat_by_signature(responder):
