@@ -22,13 +22,12 @@ from dspy_memory.types import (
     AddResult,
     DeleteResult,
     EntityEdges,
-    Episode,
     Event,
     Hit,
     MemoryRecord,
     Scope,
 )
-from dspy_memory.write import Writer, scope_of
+from dspy_memory.write import Writer
 
 logger = logging.getLogger("dspy_memory")
 
@@ -106,14 +105,18 @@ class Memory:
         self._retriever = Retriever(self.store, self.embedder, retrieval, track_access=config.track_access)
         self._writer = Writer(self.store, self.embedder, self._retriever, config.write, program=write_program)
         self._background = BackgroundWriter(
-            self._process,
+            self._writer.process,
             debounce_seconds=config.write.debounce_seconds,
             max_wait_seconds=config.write.max_wait_seconds,
             max_batch=config.write.max_batch,
         )
         if config.process_pending_on_open:
             try:
-                resumed = self._resume(self._writer.unfinished(grace_seconds=config.pending_grace_seconds))
+                resumed = self._writer.resume(
+                    self._writer.unfinished(grace_seconds=config.pending_grace_seconds),
+                    resolve_lm(self._lm),
+                    submit=self._background.submit,
+                )
                 if resumed:
                     logger.info("resumed %d unfinished episodes from %s", resumed, config.path)
             except Exception as exc:  # the episodes stay on disk and are retried next time
@@ -172,7 +175,7 @@ class Memory:
             self._background.submit(episodes, lm)
             mode = self.config.write.mode if lm is not None else "raw"
             return AddResult(episodes=episodes, mode=mode, queued=True)
-        return self._process(episodes, lm)
+        return self._writer.process(episodes, lm)
 
     def _lm_for(self, infer: bool | None) -> Any:
         if infer is False:
@@ -185,47 +188,11 @@ class Memory:
             )
         return lm
 
-    def _process(self, episodes: list[Episode], lm: Any) -> AddResult:
-        if lm is None:
-            memories = self._writer.process_raw(episodes)
-            return AddResult(
-                episodes=self.store.episodes.get_many([e.id for e in episodes]), memories=memories
-            )
-        return self._writer.infer(episodes, lm=lm)
-
-    def _resume(self, episodes: list[Episode]) -> int:
-        """Process unfinished episodes the way they were added: raw ones now, inferred ones
-        with the LM in the background (or kept as raw turns until an LM is configured)."""
-        raw = [episode for episode in episodes if not episode.infer]
-        self._writer.process_raw(raw, actor="system")
-        inferred = [episode for episode in episodes if episode.infer]
-        lm = resolve_lm(self._lm)
-        if inferred and lm is None:
-            self._writer.process_raw(
-                inferred, actor="system", status="failed", error="no LM configured; reprocess() with one"
-            )
-        elif inferred:
-            self._background.submit(inferred, lm)
-        return len(episodes)
-
     def reprocess(self, *, limit: int = 1000) -> list[AddResult]:
         """Process failed and pending episodes again now (after an LM or embedder outage), one
         batch per scope; returns what each batch did."""
         self._background.flush()
-        episodes = self._writer.unfinished(grace_seconds=0, limit=limit)
-        results = []
-        lm = resolve_lm(self._lm)
-        by_scope: dict[Scope, list[Episode]] = {}
-        for episode in episodes:
-            by_scope.setdefault(scope_of(episode), []).append(episode)
-        for batch in by_scope.values():
-            raw = [episode for episode in batch if not episode.infer or lm is None]
-            if raw:
-                results.append(self._process(raw, None))
-            inferred = [episode for episode in batch if episode.infer and lm is not None]
-            if inferred:
-                results.append(self._process(inferred, lm))
-        return results
+        return self._writer.reprocess(resolve_lm(self._lm), limit=limit)
 
     def flush(self, timeout: float | None = None) -> list[AddResult]:
         """Wait until every background add is processed; returns their results."""

@@ -13,7 +13,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dspy_memory.apply import PlanApplier
@@ -106,6 +106,51 @@ class Writer:
         the hands of another writer right now)."""
         cutoff = to_db(utcnow().timestamp() - grace_seconds) or now_db()
         return self.store.episodes.unfinished(ingested_before=cutoff, limit=limit)
+
+    def process(self, episodes: Sequence[Episode], lm: Any) -> AddResult:
+        """Raw mode without an LM, else the write program."""
+        if lm is None:
+            memories = self.process_raw(episodes)
+            return AddResult(
+                episodes=self.store.episodes.get_many([e.id for e in episodes]), memories=memories
+            )
+        return self.infer(episodes, lm=lm)
+
+    def resume(
+        self, episodes: Sequence[Episode], lm: Any, *, submit: Callable[[list[Episode], Any], None]
+    ) -> int:
+        """Process unfinished episodes the way they were added: raw ones now, inferred ones
+        through `submit` (the background writer), or kept as raw turns until an LM is set."""
+        self.process_raw([episode for episode in episodes if not episode.infer], actor="system")
+        inferred = [episode for episode in episodes if episode.infer]
+        if inferred and lm is None:
+            self._await_lm(inferred)
+        elif inferred:
+            submit(inferred, lm)
+        return len(episodes)
+
+    def reprocess(self, lm: Any, *, limit: int = 1000) -> list[AddResult]:
+        """Process every failed and pending episode now, one batch per scope and intent."""
+        by_scope: dict[Scope, list[Episode]] = {}
+        for episode in self.unfinished(grace_seconds=0, limit=limit):
+            by_scope.setdefault(scope_of(episode), []).append(episode)
+        results = []
+        for batch in by_scope.values():
+            raw = [episode for episode in batch if not episode.infer]
+            inferred = [episode for episode in batch if episode.infer]
+            if raw:
+                results.append(self.process(raw, None))
+            if inferred and lm is None:
+                self._await_lm(inferred)
+            elif inferred:
+                results.append(self.infer(inferred, lm=lm))
+        return results
+
+    def _await_lm(self, episodes: list[Episode]) -> None:
+        # Searchable meanwhile; still failed, so an LM extracts their facts later.
+        self.process_raw(
+            episodes, actor="system", status="failed", error="no LM configured; reprocess() with one"
+        )
 
     # -- raw mode ------------------------------------------------------------------------------
 

@@ -188,3 +188,13 @@ def test_pending_inferred_episodes_without_an_lm_stay_searchable(db_path):
         assert record.kind == "turn"
         [episode] = memory.store.episodes.list(Scope(user_id="ada"))
         assert episode.status == "failed" and "no LM" in episode.error and episode.infer
+
+
+def test_reprocess_without_an_lm_keeps_the_episode_waiting_for_one(db_path):
+    with Memory(db_path, embedder=HashEmbedder(64), lm=scripted_lm(raw("nope"))) as memory:
+        memory.add("Ada: I live in Denver.", user_id="ada")
+    with Memory(db_path, embedder=HashEmbedder(64)) as memory:
+        assert memory.reprocess() == []
+        [episode] = memory.store.episodes.list(Scope(user_id="ada"))
+        assert episode.status == "failed" and episode.infer and "no LM" in episode.error
+        assert len(memory.get_all(user_id="ada")) == 1  # the raw turn, not a second copy

@@ -38,9 +38,9 @@ from dspy_memory.types import Event, MemoryRecord, Provenance, Scope
 
 
 class Store(MemoryWrites):
-    """Schema, transactions, memory reads and search (writes: MemoryWrites); episodes, vector and keyword indexes, erasure,
-    entities and the write-run log live in the components `episodes`, `vectors`, `keywords`,
-    `erase`, `graph` and `runs`.
+    """Schema, transactions, memory reads and search; memory writes come from MemoryWrites.
+    Episodes, the vector and keyword indexes, erasure, entities and the write-run log live in
+    the components `episodes`, `vectors`, `keywords`, `erase`, `graph` and `runs`.
 
     Methods that write join the caller's `transaction()` when there is one, so a write path can
     group many calls into one atomic unit.
