@@ -78,3 +78,16 @@ def test_lm_strings_for_hosted_models_are_accepted(db_path):
     for model in ("openai/gpt-4o-mini", "anthropic/claude-3-5-haiku-latest", "ollama_chat/llama3.2"):
         with Memory(db_path, embedder="test", lm=model) as memory:
             assert memory._lm_for(None).model == model
+
+
+def test_the_lm_can_come_from_the_environment(db_path):
+    from dspy_memory import MemoryConfig
+
+    config = MemoryConfig.from_env(
+        {"DSPY_MEMORY_LM": "ollama_chat/llama3.2", "DSPY_MEMORY_LM_API_BASE": "http://box:11434/v1"},
+        path=db_path,
+        embedder="test",
+    )
+    with Memory(config) as memory:
+        lm = memory._lm_for(None)
+        assert lm.model == "ollama_chat/llama3.2" and lm.kwargs["api_base"] == "http://box:11434/v1"
