@@ -215,7 +215,11 @@ class Writer:
             self.store.episodes.mark(ids, "done")
             return AddResult(episodes=self.store.episodes.get_many(ids), mode=mode)
         observed = max(to_db(episode.occurred_at) for episode in spoken)
-        candidates = self._candidates(spoken, scope)
+        try:
+            candidates = self._candidates(spoken, scope)
+        except Exception as exc:  # the embedder is down: nothing to do until it is back
+            self.store.episodes.mark(ids, "failed", error=short_error(exc))
+            raise
         try:
             prediction, usage = run_program(
                 self.program,

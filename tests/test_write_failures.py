@@ -198,3 +198,19 @@ def test_reprocess_without_an_lm_keeps_the_episode_waiting_for_one(db_path):
         [episode] = memory.store.episodes.list(Scope(user_id="ada"))
         assert episode.status == "failed" and episode.infer and "no LM" in episode.error
         assert len(memory.get_all(user_id="ada")) == 1  # the raw turn, not a second copy
+
+
+def test_an_embedder_outage_during_inference_marks_the_episode_failed(db_path):
+    from dspy_memory import EmbeddingError
+
+    from .test_pending import FlakyEmbedder
+
+    good = fused_lm(lambda turns, existing: [{"action": "ADD", "content": "Ada lives in Denver.", "subject": "Ada"}])
+    with Memory(db_path, embedder=FlakyEmbedder(), lm=good) as memory:
+        with pytest.raises(EmbeddingError):
+            memory.add("Ada: I live in Denver.", user_id="ada")
+        [episode] = memory.store.episodes.list(Scope(user_id="ada"))
+        assert episode.status == "failed" and "unreachable" in episode.error and episode.infer
+        memory.embedder.fail = False
+        [result] = memory.reprocess()
+        assert [op.action for op in result.ops] == ["ADD"] and result.episodes[0].status == "done"
