@@ -205,7 +205,9 @@ def test_an_embedder_outage_during_inference_marks_the_episode_failed(db_path):
 
     from .test_pending import FlakyEmbedder
 
-    good = fused_lm(lambda turns, existing: [{"action": "ADD", "content": "Ada lives in Denver.", "subject": "Ada"}])
+    good = fused_lm(
+        lambda turns, existing: [{"action": "ADD", "content": "Ada lives in Denver.", "subject": "Ada"}]
+    )
     with Memory(db_path, embedder=FlakyEmbedder(), lm=good) as memory:
         with pytest.raises(EmbeddingError):
             memory.add("Ada: I live in Denver.", user_id="ada")
