@@ -87,6 +87,21 @@ def test_delete_on_an_explicit_request_purges(cheesy):
     assert cheesy.search("cheddar", user_id="ada") == []
     assert [e.event for e in cheesy.history(before.id)][-1] == "DELETE"
     assert all(e.old_content is None and e.new_content is None for e in cheesy.history(before.id))
+    # Its entities went with it (no other memory names them).
+    assert cheesy.graph("cheese", user_id="ada").entities == []
+    assert cheesy.graph("Ada", user_id="ada").entities == []
+
+
+def test_a_purge_keeps_entities_other_memories_still_name(cheesy):
+    tea = fused_lm(
+        lambda t, e: [{"action": "ADD", "content": "Ada likes tea.", "subject": "Ada", "object": "tea"}]
+    )
+    with Memory(cheesy.config, lm=tea) as other:
+        other.add("Ada: tea", user_id="ada")
+        [record] = [m for m in other.get_all(user_id="ada") if "cheddar" in m.content]
+        other.delete(record.id)
+        assert [e.name for e in other.graph("Ada", user_id="ada").entities] == ["Ada"]
+        assert other.graph("cheese", user_id="ada").entities == []
 
 
 def test_delete_without_a_request_to_forget_is_refused(db_path):

@@ -70,16 +70,26 @@ class Eraser:
 
     def memory(self, memory_id: str, *, scope: Scope | None = None, actor: str = "user") -> DeleteResult:
         """Delete every version of a memory, its vectors, keyword entries and sources; erase the
-        content of its events and log a DELETE; delete source episodes nothing else came from."""
+        content of its events and log a DELETE; delete source episodes and entities nothing else
+        refers to."""
         predicate = scope_predicate(Predicate().add("m.id = ?", memory_id), scope)
         with self._purging() as conn:
             rows = conn.execute(
-                f"SELECT row_id, user_id, agent_id, run_id FROM memories m WHERE {predicate.sql}",
+                f"SELECT row_id, user_id, agent_id, run_id, subject_id, object_id FROM memories m "
+                f"WHERE {predicate.sql}",
                 predicate.params,
             ).fetchall()
             if not rows:
                 raise not_found(memory_id, scope)
             counts = self._delete_rows(conn, [row[0] for row in rows])
+            # Entity names are content too: those no other memory points at go with it.
+            entity_ids = json.dumps(list({ref for row in rows for ref in row[4:6] if ref}))
+            counts["entities"] = conn.execute(
+                "DELETE FROM entities WHERE id IN (SELECT value FROM json_each(?)) "
+                "AND id NOT IN (SELECT subject_id FROM memories WHERE subject_id IS NOT NULL) "
+                "AND id NOT IN (SELECT object_id FROM memories WHERE object_id IS NOT NULL)",
+                (entity_ids,),
+            ).rowcount
             episode_ids = [
                 row[0]
                 for row in conn.execute(
@@ -99,7 +109,7 @@ class Eraser:
                 "metadata = '{}' WHERE memory_id = ?",
                 (memory_id,),
             ).rowcount
-            _, user_id, agent_id, run_id = rows[0]
+            _, user_id, agent_id, run_id = rows[0][:4]
             conn.execute(
                 "INSERT INTO memory_events (memory_id, user_id, agent_id, run_id, event, actor, "
                 "created_at) VALUES (?, ?, ?, ?, 'DELETE', ?, ?)",
