@@ -237,7 +237,8 @@ class Memory:
         run_id: str | None = None,
     ) -> DeleteResult:
         """Forget a memory for good: every version, its vectors and keyword entries, its source
-        episodes (unless other memories came from them) and the content of its history."""
+        episodes and entities (unless other memories refer to them) and the content of its
+        history."""
         result = self.store.erase.memory(memory_id, scope=_optional_scope(user_id, agent_id, run_id))
         self._drop_cached_vectors()
         return result
