@@ -42,3 +42,7 @@ class WriteProgramError(DSPyMemoryError):
     def __init__(self, message: str, *, usage: object = None) -> None:
         super().__init__(message)
         self.usage = usage
+
+
+class BlockError(DSPyMemoryError, ValueError):
+    """A core-memory block edit was refused (read-only, over its character limit, text not found)."""

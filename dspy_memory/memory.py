@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dspy_memory.background import BackgroundWriter
+from dspy_memory.blocks import CoreMemory
 from dspy_memory.config import MemoryConfig
 from dspy_memory.embed import Embedder, make_embedder
 from dspy_memory.errors import LMUnavailableError, MemoryNotFoundError
@@ -102,6 +103,7 @@ class Memory:
             self.store.close()
             raise
         self._lm = lm if lm is not None else self._lm_from_config()
+        self.blocks = CoreMemory(self.store)
         self._retriever = Retriever(self.store, self.embedder, retrieval, track_access=config.track_access)
         self._writer = Writer(self.store, self.embedder, self._retriever, config.write, program=write_program)
         self._background = BackgroundWriter(

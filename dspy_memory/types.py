@@ -172,6 +172,30 @@ class Event(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+class Block(BaseModel):
+    """A core-memory block (Letta-style): a labelled text always placed first in context."""
+
+    label: str
+    value: str
+    char_limit: int
+    read_only: bool = False
+    description: str | None = None
+    version: int = 1
+    user_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+    created_at: datetime
+    updated_at: datetime
+
+
+class BlockVersion(BaseModel):
+    version: int
+    value: str
+    actor: str
+    reason: str | None = None
+    created_at: datetime
+
+
 class Entity(BaseModel):
     """A named thing in a scope (a person, place, organization, ...), de-duplicated by name."""
 

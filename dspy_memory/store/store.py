@@ -12,6 +12,7 @@ import numpy as np
 
 from dspy_memory.errors import EmbedderMismatchError
 from dspy_memory.store import keyword
+from dspy_memory.store.blocks import BlockStore
 from dspy_memory.store.connection import Connections, resolve_driver
 from dspy_memory.store.episodes import EpisodeLog
 from dspy_memory.store.erase import Eraser
@@ -39,8 +40,9 @@ from dspy_memory.types import Event, MemoryRecord, Provenance, Scope
 
 class Store(MemoryWrites):
     """Schema, transactions, memory reads and search; memory writes come from MemoryWrites.
-    Episodes, the vector and keyword indexes, erasure, entities and the write-run log live in
-    the components `episodes`, `vectors`, `keywords`, `erase`, `graph` and `runs`.
+    Episodes, the vector and keyword indexes, erasure, entities, the write-run log and core
+    blocks live in the components `episodes`, `vectors`, `keywords`, `erase`, `graph`, `runs`
+    and `blocks`.
 
     Methods that write join the caller's `transaction()` when there is one, so a write path can
     group many calls into one atomic unit.
@@ -72,6 +74,7 @@ class Store(MemoryWrites):
         self.erase = Eraser(self._conns, self.vectors, self.keywords, path=path)
         self.graph = EntityGraph(self._conns)
         self.runs = WriteRunLog(self._conns)
+        self.blocks = BlockStore(self._conns)
         with self._conns.read() as conn:
             migrate(conn)
             bound = self._meta(conn, "embedder_dim")

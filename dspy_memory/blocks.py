@@ -1,0 +1,144 @@
+"""Core memory (Letta-style blocks): a few labelled texts, such as "persona" or "human", that
+are always placed first in context. The developer defines them; agents edit them with
+`append` and `replace`, within each block's character limit and never when it is read-only."""
+
+from __future__ import annotations
+
+import re
+
+from dspy_memory.errors import BlockError
+from dspy_memory.store import Store
+from dspy_memory.types import Block, BlockVersion, Scope
+
+_LABEL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+
+
+def _label(label: str) -> str:
+    if not isinstance(label, str) or not _LABEL.match(label):
+        raise BlockError(f"a block label is 1-64 letters, digits, '_', '.' or '-', not {label!r}")
+    return label
+
+
+class CoreMemory:
+    """`memory.blocks`: create, read and edit core-memory blocks of a scope."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def set(
+        self,
+        label: str,
+        value: str | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        char_limit: int | None = None,
+        read_only: bool | None = None,
+        description: str | None = None,
+        reason: str | None = None,
+    ) -> Block:
+        """Create a block or change it (the developer may change read-only blocks). A new value
+        is a new version; a value over the limit (default 2,000 characters) is refused."""
+        if value is not None and not isinstance(value, str):
+            raise BlockError(f"a block's value is a string, not {type(value).__name__}")
+        if char_limit is not None and (
+            isinstance(char_limit, bool) or not isinstance(char_limit, int) or char_limit < 1
+        ):
+            raise BlockError(f"char_limit must be a positive integer, got {char_limit!r}")
+        return self._store.blocks.write(
+            _label(label),
+            Scope.of(user_id, agent_id, run_id),
+            value=value,
+            char_limit=char_limit,
+            read_only=read_only,
+            description=description,
+            actor="developer",
+            reason=reason,
+            enforce_read_only=False,
+        )
+
+    def get(
+        self,
+        label: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> Block | None:
+        return self._store.blocks.get(_label(label), Scope.of(user_id, agent_id, run_id))
+
+    def list(
+        self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
+    ) -> list[Block]:
+        """The blocks of a scope (omitted ids match anything), oldest first."""
+        return self._store.blocks.list(Scope.of(user_id, agent_id, run_id))
+
+    def append(
+        self,
+        label: str,
+        text: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        actor: str = "agent",
+        reason: str | None = None,
+    ) -> Block:
+        """Add a line to a block (an agent's edit: refused on read-only blocks and over the limit)."""
+        scope = Scope.of(user_id, agent_id, run_id)
+        block = self._existing(label, scope)
+        if not isinstance(text, str) or not text.strip():
+            raise BlockError("nothing to append: text is empty")
+        value = f"{block.value}\n{text.strip()}" if block.value else text.strip()
+        return self._store.blocks.write(label, scope, value=value, actor=actor, reason=reason)
+
+    def replace(
+        self,
+        label: str,
+        old: str,
+        new: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        actor: str = "agent",
+        reason: str | None = None,
+    ) -> Block:
+        """Replace text in a block (an agent's edit); `new` may be empty to delete `old`."""
+        scope = Scope.of(user_id, agent_id, run_id)
+        block = self._existing(label, scope)
+        if not isinstance(old, str) or not old or old not in block.value:
+            raise BlockError(f"the text to replace is not in block {label!r}; copy it exactly from the block")
+        if not isinstance(new, str):
+            raise BlockError("the replacement must be a string (empty to delete the text)")
+        return self._store.blocks.write(
+            label, scope, value=block.value.replace(old, new, 1), actor=actor, reason=reason
+        )
+
+    def history(
+        self,
+        label: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> list[BlockVersion]:
+        return self._store.blocks.history(_label(label), Scope.of(user_id, agent_id, run_id))
+
+    def delete(
+        self,
+        label: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> bool:
+        return self._store.blocks.delete(_label(label), Scope.of(user_id, agent_id, run_id))
+
+    def _existing(self, label: str, scope: Scope) -> Block:
+        block = self._store.blocks.get(_label(label), scope)
+        if block is None:
+            labels = [b.label for b in self._store.blocks.list(scope)]
+            raise BlockError(f"no block {label!r} in this scope; blocks: {', '.join(labels) or 'none'}")
+        return block

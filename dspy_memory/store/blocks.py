@@ -1,0 +1,166 @@
+"""Core-memory blocks: labelled texts with a character limit, a read-only flag and every
+version kept. A block belongs to exactly the scope that created it."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from dspy_memory.errors import BlockError
+from dspy_memory.store.connection import Connections
+from dspy_memory.store.queries import Predicate, scope_predicate
+from dspy_memory.timeutil import now_db
+from dspy_memory.types import Block, BlockVersion, Scope
+
+_COLUMNS = "id, label, value, char_limit, read_only, description, version, user_id, agent_id, run_id, created_at, updated_at"
+
+
+def _block(row: Any) -> Block:
+    return Block(
+        label=row[1],
+        value=row[2],
+        char_limit=row[3],
+        read_only=bool(row[4]),
+        description=row[5],
+        version=row[6],
+        user_id=row[7],
+        agent_id=row[8],
+        run_id=row[9],
+        created_at=row[10],
+        updated_at=row[11],
+    )
+
+
+def _exact(scope: Scope) -> Predicate:
+    predicate = Predicate()
+    for column in ("user_id", "agent_id", "run_id"):
+        predicate.add(f"b.{column} IS ?", getattr(scope, column))
+    return predicate
+
+
+class BlockStore:
+    def __init__(self, conns: Connections) -> None:
+        self._conns = conns
+
+    def _row(self, conn: Any, label: str, scope: Scope) -> Any:
+        predicate = _exact(scope).add("b.label = ?", label)
+        return conn.execute(
+            f"SELECT {_COLUMNS} FROM blocks b WHERE {predicate.sql}", predicate.params
+        ).fetchone()
+
+    def get(self, label: str, scope: Scope) -> Block | None:
+        with self._conns.read() as conn:
+            row = self._row(conn, label, scope)
+        return _block(row) if row else None
+
+    def list(self, scope: Scope) -> list[Block]:
+        """Blocks of a scope (omitted ids are wildcards), oldest first."""
+        predicate = scope_predicate(Predicate(), scope, alias="b")
+        with self._conns.read() as conn:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM blocks b WHERE {predicate.sql} ORDER BY b.created_at, b.label",
+                predicate.params,
+            ).fetchall()
+        return [_block(row) for row in rows]
+
+    def write(
+        self,
+        label: str,
+        scope: Scope,
+        *,
+        value: str | None = None,
+        char_limit: int | None = None,
+        read_only: bool | None = None,
+        description: str | None = None,
+        actor: str,
+        reason: str | None = None,
+        enforce_read_only: bool = True,
+    ) -> Block:
+        """Create the block or change it; a new value is a new version. Refuses values over
+        the limit, and edits of read-only blocks when `enforce_read_only` (agents' edits)."""
+        now = now_db()
+        with self._conns.transaction() as conn:
+            row = self._row(conn, label, scope)
+            if row is None:
+                new_value = value or ""
+                limit = char_limit or 2000
+                self._check(label, new_value, limit)
+                block_id = str(uuid.uuid4())
+                conn.execute(
+                    "INSERT INTO blocks (id, user_id, agent_id, run_id, label, value, char_limit, read_only, "
+                    "description, version, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
+                    (
+                        block_id,
+                        scope.user_id,
+                        scope.agent_id,
+                        scope.run_id,
+                        label,
+                        new_value,
+                        limit,
+                        int(bool(read_only)),
+                        description,
+                        now,
+                        now,
+                    ),
+                )
+                conn.execute(
+                    "INSERT INTO block_versions (block_id, version, value, actor, reason, created_at) "
+                    "VALUES (?, 1, ?, ?, ?, ?)",
+                    (block_id, new_value, actor, reason, now),
+                )
+            else:
+                current = _block(row)
+                if enforce_read_only and current.read_only:
+                    raise BlockError(f"block {label!r} is read-only")
+                new_value = current.value if value is None else value
+                limit = char_limit or current.char_limit
+                self._check(label, new_value, limit)
+                version = current.version + (new_value != current.value)
+                conn.execute(
+                    "UPDATE blocks SET value = ?, char_limit = ?, read_only = ?, description = ?, version = ?, "
+                    "updated_at = ? WHERE id = ?",
+                    (
+                        new_value,
+                        limit,
+                        int(current.read_only if read_only is None else read_only),
+                        current.description if description is None else description,
+                        version,
+                        now,
+                        row[0],
+                    ),
+                )
+                if version != current.version:
+                    conn.execute(
+                        "INSERT INTO block_versions (block_id, version, value, actor, reason, created_at) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        (row[0], version, new_value, actor, reason, now),
+                    )
+            return _block(self._row(conn, label, scope))
+
+    @staticmethod
+    def _check(label: str, value: str, limit: int) -> None:
+        if len(value) > limit:
+            raise BlockError(
+                f"block {label!r} would hold {len(value)} characters, over its limit of {limit}; "
+                "shorten or replace text instead of adding"
+            )
+
+    def history(self, label: str, scope: Scope) -> list[BlockVersion]:
+        predicate = _exact(scope).add("b.label = ?", label)
+        with self._conns.read() as conn:
+            rows = conn.execute(
+                "SELECT v.version, v.value, v.actor, v.reason, v.created_at FROM block_versions v "
+                f"JOIN blocks b ON b.id = v.block_id WHERE {predicate.sql} ORDER BY v.version",
+                predicate.params,
+            ).fetchall()
+        return [
+            BlockVersion(version=row[0], value=row[1], actor=row[2], reason=row[3], created_at=row[4])
+            for row in rows
+        ]
+
+    def delete(self, label: str, scope: Scope) -> bool:
+        predicate = _exact(scope).add("b.label = ?", label)
+        with self._conns.transaction() as conn:
+            return (
+                conn.execute(f"DELETE FROM blocks AS b WHERE {predicate.sql}", predicate.params).rowcount > 0
+            )
