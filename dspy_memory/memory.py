@@ -364,6 +364,23 @@ class Memory:
         edges = self.store.graph.edges([e.id for e in entities], scope, TimeView.at(known_at=known_at))
         return EntityEdges(entity=entity, entities=entities, edges=edges)
 
+    def tools(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        allow: Sequence[str] | None = None,
+    ) -> list[Any]:
+        """Tools for `dspy.ReAct` bound to this scope: recall, remember, revise, forget,
+        memory_history, core_memory_append, core_memory_replace (`allow` picks some).
+
+        >>> agent = dspy.ReAct("question -> answer", tools=memory.tools(user_id="ada"))
+        """
+        from dspy_memory.tools import make_tools
+
+        return make_tools(self, Scope.of(user_id, agent_id, run_id), allow)
+
     def stats(self) -> dict[str, Any]:
         """Row counts, the embedder, and what the write program has cost so far."""
         return {**self.store.stats(), "writes": self.store.runs.totals()}

@@ -148,6 +148,18 @@ class Store(MemoryWrites):
             ).fetchall()
         return {row[0]: row[1] for row in rows}
 
+    def ids_with_prefix(self, prefix: str, scope: Scope | None, limit: int = 2) -> list[str]:
+        """Memory ids starting with `prefix` in a scope (agents quote ids shortened)."""
+        predicate = scope_predicate(Predicate(), scope)
+        # A range on the (id, version) index; ids are UUIDs, and "~" sorts after their characters.
+        predicate.add("m.id >= ? AND m.id < ?", prefix, prefix + "~")
+        with self._conns.read() as conn:
+            rows = conn.execute(
+                f"SELECT DISTINCT m.id FROM memories m WHERE {predicate.sql} LIMIT ?",
+                [*predicate.params, limit],
+            ).fetchall()
+        return [row[0] for row in rows]
+
     def memory_predicate(
         self,
         scope: Scope | None,

@@ -1,0 +1,195 @@
+"""Memory as tools for `dspy.ReAct`: typed functions with docstrings a model can use well.
+
+The scope is bound when the tools are made, so a model can never read or write another
+user's memories. Every tool returns a short text: results carry ids (first 8 characters),
+dates and status so the agent can reason about time; failures come back as "error: ..."
+instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from dspy_memory.errors import DSPyMemoryError
+from dspy_memory.types import MemoryRecord, Scope
+
+if TYPE_CHECKING:
+    from dspy_memory.memory import Memory
+
+TOOL_NAMES = (
+    "recall",
+    "remember",
+    "revise",
+    "forget",
+    "memory_history",
+    "core_memory_append",
+    "core_memory_replace",
+)
+SHORT_ID = 8
+
+
+def short_id(memory_id: str) -> str:
+    return memory_id[:SHORT_ID]
+
+
+def _date(value: Any) -> str:
+    return value.strftime("%Y-%m-%d") if value else "?"
+
+
+def describe(record: MemoryRecord) -> str:
+    """One line: id, status with validity dates, confidence when low, content."""
+    if record.status == "superseded":
+        when = f"superseded: true {_date(record.valid_at)} to {_date(record.invalid_at)}"
+    elif record.status == "expired":
+        when = "retracted (was never true)"
+    else:
+        when = f"{record.status} since {_date(record.valid_at)}"
+    confidence = f" | low confidence {record.confidence:.1f}" if record.confidence < 0.7 else ""
+    return f"[{short_id(record.id)}] {when}{confidence} | {record.content}"
+
+
+def _safe(function: Callable[..., str]) -> Callable[..., str]:
+    """Tool errors reach the model as one short line, never a traceback with file paths."""
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> str:
+        try:
+            return function(*args, **kwargs)
+        except (DSPyMemoryError, ValueError, TypeError, LookupError) as exc:
+            return f"error: {exc}"
+        except Exception as exc:  # an unexpected failure is still one line for the model
+            return f"error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+    return wrapper
+
+
+def _tool_class() -> type:
+    import dspy
+
+    class MemoryToolFunction(dspy.Tool):
+        """A dspy.Tool whose argument errors are one line for the model too (dspy.Tool
+        validates arguments before calling, and ReAct would show a traceback)."""
+
+        def __call__(self, **kwargs: Any) -> Any:
+            try:
+                return super().__call__(**kwargs)
+            except ValueError as exc:
+                return f"error: {exc}"
+
+        async def acall(self, **kwargs: Any) -> Any:
+            try:
+                return await super().acall(**kwargs)
+            except ValueError as exc:
+                return f"error: {exc}"
+
+    return MemoryToolFunction
+
+
+def make_tools(memory: Memory, scope: Scope, allow: Iterable[str] | None = None) -> list[Any]:
+    """`dspy.Tool`s bound to `memory` and `scope`; `allow` picks some of TOOL_NAMES."""
+
+    chosen = list(TOOL_NAMES if allow is None else allow)
+    unknown = sorted(set(chosen) - set(TOOL_NAMES))
+    if unknown:
+        raise ValueError(f"unknown memory tools {unknown}; choose from {list(TOOL_NAMES)}")
+    ids = scope.model_dump()
+
+    def resolve(memory_id: str) -> str:
+        memory_id = str(memory_id).strip().strip("[]")
+        if len(memory_id) < 4:
+            raise ValueError("give the memory id as shown by recall (8 characters)")
+        found = memory.store.ids_with_prefix(memory_id, scope)
+        if not found:
+            raise LookupError(f"no memory {memory_id!r} here; use recall to find ids")
+        if len(found) > 1:
+            raise LookupError(f"{memory_id!r} matches several memories; give more characters")
+        return found[0]
+
+    def recall(query: str, k: int = 5, as_of: str | None = None) -> str:
+        """Search long-term memory for facts relevant to `query`, best first.
+
+        Returns what is true now, or with `as_of` (a date, YYYY-MM-DD) what was true then. Each
+        line shows the memory id, whether it is current or superseded with its dates, and the
+        fact. Use it before answering questions about the user or past events."""
+        hits = memory.search(query, k=max(1, min(int(k), 20)), as_of=as_of or None, **ids)
+        if not hits:
+            return "no memories found" + (f" for {as_of}" if as_of else "")
+        header = f"{len(hits)} memories" + (f" true on {as_of}" if as_of else " (current)")
+        return "\n".join([header + ":", *(describe(hit.memory) for hit in hits)])
+
+    def remember(content: str) -> str:
+        """Save something worth remembering long-term (a fact, preference, event or procedure),
+        written as a self-contained sentence with names and absolute dates."""
+        if not isinstance(content, str) or not content.strip():
+            return "error: nothing to remember: content is empty"
+        result = memory.add({"role": "assistant", "content": content}, **ids)
+        if result.error:
+            return f"saved as raw text (the memory writer failed: {result.error})"
+        lines = [f"{op.action} [{short_id(op.memory_id)}] {op.content or ''}".rstrip() for op in result.ops]
+        if not result.ops:
+            lines = [f"saved [{short_id(record.id)}] {record.content}" for record in result.memories]
+        return "\n".join(lines) or "nothing new to remember"
+
+    def revise(memory_id: str, content: str, reason: str) -> str:
+        """Correct a memory that is wrong or incomplete; the old version is kept in its history."""
+        record = memory.update(resolve(memory_id), content, reason=reason, **ids)
+        return f"revised [{short_id(record.id)}] to version {record.version}: {record.content}"
+
+    def forget(memory_id: str) -> str:
+        """Delete a memory for good. Only when the user asks to forget something."""
+        full = resolve(memory_id)
+        memory.delete(full, **ids)
+        return f"forgot [{short_id(full)}]"
+
+    def memory_history(memory_id: str) -> str:
+        """How a memory changed over time: when it was added, revised or invalidated, and why."""
+        events = memory.history(resolve(memory_id), **ids)
+        return "\n".join(
+            f"{event.created_at:%Y-%m-%d} {event.event}"
+            + (f": {event.new_content}" if event.new_content else "")
+            + (f" (reason: {event.reason})" if event.reason else "")
+            for event in events
+        )
+
+    def core_memory_append(label: str, text: str) -> str:
+        """Add a line to a core memory block (always in your context), e.g. label "human"."""
+        block = memory.blocks.append(label, text, **ids)
+        return f"block {block.label} is now {len(block.value)}/{block.char_limit} characters"
+
+    def core_memory_replace(label: str, old: str, new: str) -> str:
+        """Replace text in a core memory block; copy `old` exactly, `new` may be empty."""
+        block = memory.blocks.replace(label, old, new, **ids)
+        return f"block {block.label} is now {len(block.value)}/{block.char_limit} characters"
+
+    functions = {
+        "recall": recall,
+        "remember": remember,
+        "revise": revise,
+        "forget": forget,
+        "memory_history": memory_history,
+        "core_memory_append": core_memory_append,
+        "core_memory_replace": core_memory_replace,
+    }
+    descriptions = {
+        "query": "what to look for, in words",
+        "k": "how many memories, 1-20",
+        "as_of": "a past date YYYY-MM-DD to ask what was true then; leave empty for now",
+        "content": "a self-contained sentence",
+        "memory_id": "the id shown in brackets by recall",
+        "reason": "why, in a few words",
+        "label": "the block's label",
+        "text": "the line to add",
+        "old": "the exact text to replace",
+        "new": "the new text",
+    }
+    tool = _tool_class()
+    tools = []
+    for name in chosen:
+        code = functions[name].__code__
+        arguments = code.co_varnames[: code.co_argcount]
+        tools.append(
+            tool(_safe(functions[name]), name=name, arg_desc={arg: descriptions[arg] for arg in arguments})
+        )
+    return tools
