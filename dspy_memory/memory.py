@@ -21,6 +21,7 @@ from dspy_memory.text import content_hash
 from dspy_memory.timeutil import TimeLike
 from dspy_memory.types import (
     AddResult,
+    Context,
     DeleteResult,
     EntityEdges,
     Event,
@@ -363,6 +364,46 @@ class Memory:
         entities = self.store.graph.entities(entity, scope)
         edges = self.store.graph.edges([e.id for e in entities], scope, TimeView.at(known_at=known_at))
         return EntityEdges(entity=entity, entities=entities, edges=edges)
+
+    def context(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        budget_tokens: int = 1500,
+        as_of: TimeLike | None = None,
+        compress: bool = False,
+    ) -> Context:
+        """Prompt-ready memory for `query` within `budget_tokens`: core blocks, profile,
+        relevant facts (conflicts set apart), timelines of changed facts, recent episodes and
+        procedures, in that priority. `.text` is the context, `.included`/`.dropped` the report.
+        compress=True summarizes what did not fit with the LM (one call)."""
+        from dspy_memory.context import ContextBuilder
+
+        scope = Scope.of(user_id, agent_id, run_id)
+        ids = scope.model_dump()
+
+        def search(text: str, *, k: int, as_of: Any, kinds: Sequence[str]) -> list[Hit]:
+            return self.search(text, k=k, as_of=as_of, kinds=kinds, **ids)
+
+        builder = ContextBuilder(self.store, search)
+        summarize = self._compressor(query) if compress else None
+        return builder.build(query, scope, budget_tokens=budget_tokens, as_of=as_of, compress=summarize)
+
+    def _compressor(self, query: str) -> Any:
+        lm = self._lm_for(True)
+
+        def summarize(lines: list[str], room_tokens: int) -> str:
+            from dspy_memory.lm import run_program
+            from dspy_memory.programs import MemoryCompressor
+
+            inputs = {"query": query, "memories": lines, "max_words": max(10, int(room_tokens * 0.7))}
+            prediction, _ = run_program(MemoryCompressor(), lm, inputs, max_attempts=1)
+            return str(prediction.summary or "")
+
+        return summarize
 
     def tools(
         self,

@@ -196,6 +196,35 @@ class BlockVersion(BaseModel):
     created_at: datetime
 
 
+ContextSection = Literal[
+    "blocks", "profile", "facts", "conflicts", "timelines", "episodes", "procedures", "summary"
+]
+
+
+class ContextItem(BaseModel):
+    """One piece of memory considered for a context: what it is and what it cost."""
+
+    section: ContextSection
+    ref: str  # memory id, episode id, or block label
+    text: str
+    tokens: int
+    reason: str | None = None  # why it was dropped
+
+
+class Context(BaseModel):
+    """Prompt-ready memory for a query, built in priority order within a token budget."""
+
+    text: str
+    tokens: int
+    budget_tokens: int
+    tokenizer: str
+    included: list[ContextItem] = Field(default_factory=list)
+    dropped: list[ContextItem] = Field(default_factory=list)
+
+    def __str__(self) -> str:
+        return self.text
+
+
 class Entity(BaseModel):
     """A named thing in a scope (a person, place, organization, ...), de-duplicated by name."""
 

@@ -1,5 +1,6 @@
 """DSPy programs: every decision an LM makes about memory. No I/O happens here."""
 
+from dspy_memory.programs.context import CompressMemories, MemoryCompressor
 from dspy_memory.programs.write import (
     ExtractFacts,
     FactExtractor,
@@ -14,6 +15,8 @@ from dspy_memory.programs.write import (
 )
 
 __all__ = [
+    "CompressMemories",
+    "MemoryCompressor",
     "ExtractFacts",
     "FactExtractor",
     "FactReconciler",

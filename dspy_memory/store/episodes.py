@@ -85,12 +85,24 @@ class EpisodeLog:
         by_id = {row[0]: _episode_from_row(row) for row in rows}
         return [by_id[episode_id] for episode_id in episode_ids if episode_id in by_id]
 
-    def list(self, scope: Scope, *, limit: int = 100, offset: int = 0) -> list[Episode]:
+    def list(
+        self,
+        scope: Scope,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        newest_first: bool = False,
+        before: str | None = None,
+    ) -> list[Episode]:
+        """Episodes of a scope in time order (`before`: that occurred at or before a time)."""
         predicate = scope_predicate(Predicate(), scope, alias="e")
+        if before is not None:
+            predicate.add("e.occurred_at <= ?", before)
+        order = "DESC" if newest_first else "ASC"
         with self._conns.read() as conn:
             rows = conn.execute(
                 f"SELECT {_EPISODE_COLUMNS} FROM episodes e WHERE {predicate.sql} "
-                "ORDER BY occurred_at, ingested_at, rowid LIMIT ? OFFSET ?",
+                f"ORDER BY occurred_at {order}, ingested_at {order}, rowid {order} LIMIT ? OFFSET ?",
                 [*predicate.params, limit, offset],
             ).fetchall()
         return [_episode_from_row(row) for row in rows]

@@ -118,6 +118,13 @@ class EntityGraph:
         )
         return self._records(where, view)
 
+    def predecessors(self, memory_ids: list[str], scope: Scope, view: TimeView) -> list[MemoryRecord]:
+        """Memories that were replaced by these ones (invalidated or corrected), as believed at
+        `known_at`."""
+        where = _latest_versions(scope_predicate(Predicate(), scope), view)
+        where.add("m.superseded_by IN (SELECT value FROM json_each(?))", json.dumps(memory_ids))
+        return self._records(where, view)
+
     def _records(self, where: Predicate, view: TimeView) -> list[MemoryRecord]:
         with self._conns.read() as conn:
             rows = conn.execute(
