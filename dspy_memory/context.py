@@ -118,18 +118,17 @@ class ContextBuilder:
             if hit.score < self.relevance_floor * best
         ]
         profile = [record for record in relevant if record.kind == "profile"]
-        facts = [record for record in relevant if record.kind != "profile"]
         conflicted = self._conflicts(relevant)
+        sources = {hit.id: hit.provenance for hit in hits}
         for record in profile:
             if record.id not in conflicted:
                 plan.add("profile", record.id, fact_line(record))
-        for record in facts:
-            if record.id not in conflicted:
-                plan.add("facts", record.id, fact_line(record))
-        sources = {hit.id: hit.provenance for hit in hits}
+        # Facts and conflicts share one priority, by relevance; they render in separate sections.
         for record in relevant:
             if record.id in conflicted:
                 plan.add("conflicts", record.id, self._conflict_line(record, sources.get(record.id, [])))
+            elif record.kind != "profile":
+                plan.add("facts", record.id, fact_line(record))
         for record, line in self._timelines(relevant, scope, view):
             plan.add("timelines", record.id, line)
         for episode in self.store.episodes.list(
@@ -161,7 +160,9 @@ class ContextBuilder:
     @staticmethod
     def _conflict_line(record: MemoryRecord, provenance: Sequence[Provenance]) -> str:
         said = "; ".join(
-            f"{source.name or source.role or source.source} said it on {source.occurred_at:%Y-%m-%d}"
+            f"{source.name or source.role} said it on {source.occurred_at:%Y-%m-%d}"
+            if source.name or source.role
+            else f"from a {source.source} of {source.occurred_at:%Y-%m-%d}"
             for source in provenance[:2]
         )
         low = f"; low confidence {record.confidence:.1f}" if record.confidence < LOW_CONFIDENCE else ""
@@ -201,10 +202,12 @@ class ContextBuilder:
         used = 0
         included: list[ContextItem] = []
         opened: set[str] = set()
+        # With a compressor, a fifth of the budget is kept for the summary of what did not fit.
+        limit = budget - budget // 5 if compress is not None else budget
         for item in items:
             heading = 0 if item.section in opened else count_tokens(HEADINGS[item.section]) + 1
             cost = item.tokens + heading + 1  # +1: the newline
-            if used + cost > budget:
+            if used + cost > limit:
                 dropped.append(item.model_copy(update={"reason": "over the token budget"}))
                 continue
             used += cost
@@ -212,7 +215,7 @@ class ContextBuilder:
             included.append(item)
         overflow = [item for item in dropped if item.reason == "over the token budget"]
         if compress is not None and overflow and budget - used > 40:
-            room = budget - used - count_tokens(HEADINGS["summary"]) - 2
+            room = budget - used - count_tokens(HEADINGS["summary"]) - 4  # headings and blank lines
             summary = compress([item.text for item in overflow], room).strip()
             while summary and count_tokens(summary) > room:  # the LM may not keep to the limit
                 summary = summary[: int(len(summary) * 0.8)].rsplit(" ", 1)[0]
@@ -238,7 +241,8 @@ class ContextBuilder:
     def _render(items: list[ContextItem]) -> str:
         parts: list[str] = []
         section = None
-        for item in items:
+        order = list(HEADINGS)
+        for item in sorted(items, key=lambda item: order.index(item.section)):  # stable: keeps rank
             if item.section != section:
                 if parts:
                     parts.append("")
