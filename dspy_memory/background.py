@@ -15,7 +15,9 @@ from dspy_memory.types import AddResult, Episode
 
 logger = logging.getLogger("dspy_memory")
 
-ScopeKey = tuple[str | None, str | None, str | None]
+# A batch is one scope and one intent: raw episodes are never handed to the LM, and the
+# reverse.
+BatchKey = tuple[str | None, str | None, str | None, bool]
 ProcessBatch = Callable[[list[Episode], Any], AddResult]
 
 
@@ -49,7 +51,7 @@ class BackgroundWriter:
         self.debounce_seconds = debounce_seconds
         self.max_wait_seconds = max_wait_seconds
         self.max_batch = max_batch
-        self._batches: dict[ScopeKey, _Batch] = {}
+        self._batches: dict[BatchKey, _Batch] = {}
         self._results: deque[AddResult] = deque(maxlen=keep_results)
         self._cond = threading.Condition()
         self._busy = 0
@@ -65,7 +67,7 @@ class BackgroundWriter:
             if self._closed:
                 raise RuntimeError("this Memory is closed")
             for episode in episodes:
-                key = (episode.user_id, episode.agent_id, episode.run_id)
+                key = (episode.user_id, episode.agent_id, episode.run_id, lm is not None)
                 batch = self._batches.get(key)
                 if batch is None:
                     batch = self._batches[key] = _Batch(episodes=[], lm=lm, first_at=now)
@@ -89,7 +91,7 @@ class BackgroundWriter:
             0.0, min(batch.last_at + self.debounce_seconds, batch.first_at + self.max_wait_seconds) - now
         )
 
-    def _take_due(self) -> tuple[ScopeKey, _Batch] | None:
+    def _take_due(self) -> tuple[BatchKey, _Batch] | None:
         """Wait until a batch is due and remove it from the queue (None: stop)."""
         with self._cond:
             while True:

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dspy_memory.timeutil import TimeLike
-from dspy_memory.types import Episode
+from dspy_memory.types import EPISODE_SOURCES, Episode
 
 MessagesInput = str | Mapping[str, Any] | Sequence[Any]
 
-_MESSAGE_KEYS = {"role", "content", "name", "metadata", "at"}
+_MESSAGE_KEYS = {"role", "content", "name", "metadata", "at", "source"}
 
 
 @dataclass
@@ -35,10 +35,15 @@ def _message(item: Mapping[str, Any], position: int) -> Draft:
     metadata = item.get("metadata") or {}
     if not isinstance(metadata, Mapping):
         raise TypeError(f"message {position}: 'metadata' must be a dict")
+    source = item.get("source") or "message"
+    if source not in EPISODE_SOURCES:
+        raise ValueError(
+            f"message {position}: 'source' must be one of {list(EPISODE_SOURCES)}, not {source!r}"
+        )
     unknown = set(item) - _MESSAGE_KEYS
     extra = {key: item[key] for key in unknown}
     return Draft(
-        source="message",
+        source=source,
         content=content,
         role=item.get("role"),
         name=item.get("name"),

@@ -24,6 +24,7 @@ from dspy_memory.types import (
     Context,
     DeleteResult,
     EntityEdges,
+    Episode,
     Event,
     Hit,
     MemoryRecord,
@@ -179,6 +180,24 @@ class Memory:
             mode = self.config.write.mode if lm is not None else "raw"
             return AddResult(episodes=episodes, mode=mode, queued=True)
         return self._writer.process(episodes, lm)
+
+    def log(
+        self,
+        messages: MessagesInput,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        at: TimeLike | None = None,
+    ) -> list[Episode]:
+        """Keep messages in the episode log only: recorded with provenance and time, but not
+        made into memories (e.g. agent steps whose content is already in memory)."""
+        episodes = self._writer.persist(
+            messages, Scope.of(user_id, agent_id, run_id), metadata=metadata, at=at
+        )
+        self.store.episodes.mark([episode.id for episode in episodes], "done")
+        return self.store.episodes.get_many([episode.id for episode in episodes])
 
     def _lm_for(self, infer: bool | None) -> Any:
         if infer is False:

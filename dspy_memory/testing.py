@@ -60,13 +60,31 @@ def _fields(system: str, heading: str) -> list[str]:
     return _FIELD_LIST.findall(section[: end if end >= 0 else None])
 
 
+def _inputs(text: str, names: list[str]) -> dict[str, Any]:
+    """Values of the named input fields; a value may itself contain [[ ## x ## ]] markers (a
+    ReAct trajectory does), so only the signature's own field names split the text."""
+    if not names:
+        return {name: _decode(value) for name, value in _SECTION.findall(text)}
+    fields = "|".join(re.escape(name) for name in names)
+    marker = re.compile(rf"\[\[ ## ({fields}) ## \]\]\n")
+    found = list(marker.finditer(text))
+    values = {}
+    for match, following in zip(found, [*found[1:], None]):
+        end = following.start() if following else len(text)
+        value = text[match.end() : end]
+        value = re.split(r"\n\nRespond with", value)[0]
+        values[match.group(1)] = _decode(value.strip())
+    return values
+
+
 def parse_call(system: str, messages: list[tuple[str, str]]) -> LMCall:
     """Parse a DSPy prompt (system text and (role, text) messages) into an LMCall."""
     last_user = next((text for role, text in reversed(messages) if role == "user"), "")
+    input_fields = _fields(system, "Your input fields are:")
     return LMCall(
-        input_fields=_fields(system, "Your input fields are:"),
+        input_fields=input_fields,
         output_fields=_fields(system, "Your output fields are:"),
-        inputs={name: _decode(value) for name, value in _SECTION.findall(last_user)},
+        inputs=_inputs(last_user, input_fields),
         prompt="\n\n".join([system, *(text for _, text in messages)]),
         json_mode="Respond with a JSON object" in last_user,
     )
@@ -128,11 +146,22 @@ class ScriptedEngine:
         )
 
 
+@dataclass
+class _AsyncScriptedEngine:
+    """The async counterpart DSPy needs for `acall`: the same engine, awaited."""
+
+    engine: ScriptedEngine
+
+    async def complete(self, request: Any) -> Any:
+        return self.engine.complete(request)
+
+
 def scripted_lm(responder: Responder, *, model: str = "scripted/lm") -> Any:
     """A `dspy.LM` answering with `responder`; `lm.engine.calls` lists the calls it received."""
     import dspy
 
-    return dspy.LM(model, engine=ScriptedEngine(responder), cache=False)
+    engine = ScriptedEngine(responder)
+    return dspy.LM(model, engine=engine, async_engine=_AsyncScriptedEngine(engine), cache=False)
 
 
 # -- a write LM that knows the right facts --------------------------------------------------------

@@ -96,3 +96,14 @@ def test_background_raw_mode_without_an_lm(memory):
     assert result.queued and result.mode == "raw"
     memory.flush()
     assert [m.kind for m in memory.get_all(user_id="ada")] == ["turn"]
+
+
+def test_raw_and_inferred_adds_of_one_scope_are_separate_batches(db_path):
+    lm = scripted_lm(remember_each_turn)
+    with Memory(db_path, embedder=HashEmbedder(64), lm=lm, write={"debounce_seconds": 5}) as memory:
+        memory.add("kept raw", user_id="ada", infer=False, background=True)
+        memory.add("for the LM", user_id="ada", background=True)
+        results = memory.flush()
+        assert sorted(r.mode for r in results) == ["fused", "raw"]
+        assert [call.inputs["turns"][0]["text"] for call in lm.engine.calls] == ["for the LM"]
+        assert sorted(m.content for m in memory.get_all(user_id="ada")) == ["Said: for the LM", "kept raw"]
