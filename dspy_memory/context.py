@@ -9,10 +9,12 @@ distraction (a relevance floor and the budget), confusion (duplicates dropped) a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dspy_memory.profile import PROFILE_LABEL
 from dspy_memory.store import Store, TimeView
 from dspy_memory.text import content_hash
 from dspy_memory.tokens import count_tokens, tokenizer_name
@@ -53,6 +55,19 @@ LOW_CONFIDENCE = 0.7
 
 def _date(value: Any) -> str:
     return value.strftime("%Y-%m-%d") if value else "?"
+
+
+def profile_lines(document: str) -> list[str]:
+    """The profile document as one line per filled field."""
+    try:
+        data = json.loads(document)
+    except ValueError:
+        return [f"- {document}"]
+    return [
+        f"- {key}: {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}"
+        for key, value in data.items()
+        if value not in (None, "", [], {})
+    ]
 
 
 def fact_line(record: MemoryRecord) -> str:
@@ -99,7 +114,11 @@ class ContextBuilder:
         view = TimeView.at(as_of=as_of)
         plan = _Plan()
         for block in self.store.blocks.list(scope):
-            plan.add("blocks", block.label, f"<{block.label}>\n{block.value}\n</{block.label}>")
+            if block.label == PROFILE_LABEL:
+                for line in profile_lines(block.value):
+                    plan.add("profile", block.label, line)
+            else:
+                plan.add("blocks", block.label, f"<{block.label}>\n{block.value}\n</{block.label}>")
 
         hits = self.search(
             query, k=self.facts, as_of=as_of, kinds=("fact", "preference", "event", "profile", "note")

@@ -15,6 +15,7 @@ from dspy_memory.embed import Embedder, make_embedder
 from dspy_memory.errors import LMUnavailableError, MemoryNotFoundError
 from dspy_memory.inputs import MessagesInput
 from dspy_memory.lm import resolve_lm
+from dspy_memory.profile import Profiles, ProfileUpdate
 from dspy_memory.retrieval import Recipe, Retriever
 from dspy_memory.store import Store, TimeView
 from dspy_memory.text import content_hash
@@ -66,6 +67,8 @@ class Memory:
     `lm` (a dspy.LM or a model string) writes memories; left out, the LM set with
     `dspy.configure(lm=...)` does, and without any LM `add()` stores raw turns.
     `write_program` replaces the write program (e.g. one compiled with a DSPy optimizer).
+    `profile_schema` (a pydantic model) enables one profile document per scope (`profile()`,
+    `update_profile()`).
     """
 
     def __init__(
@@ -75,6 +78,7 @@ class Memory:
         embedder: Any = None,
         lm: Any = None,
         write_program: Any = None,
+        profile_schema: Any = None,
         **settings: Any,
     ) -> None:
         if isinstance(path_or_config, MemoryConfig):
@@ -106,6 +110,7 @@ class Memory:
             raise
         self._lm = lm if lm is not None else self._lm_from_config()
         self.blocks = CoreMemory(self.store)
+        self.profiles = Profiles(self.store, profile_schema)
         self._retriever = Retriever(self.store, self.embedder, retrieval, track_access=config.track_access)
         self._writer = Writer(self.store, self.embedder, self._retriever, config.write, program=write_program)
         self._background = BackgroundWriter(
@@ -423,6 +428,30 @@ class Memory:
             return str(prediction.summary or "")
 
         return summarize
+
+    def profile(
+        self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
+    ) -> Any:
+        """The scope's profile document (an instance of `profile_schema`), or None."""
+        return self.profiles.get(Scope.of(user_id, agent_id, run_id))
+
+    def update_profile(
+        self,
+        messages: MessagesInput | None = None,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        recent: int = 20,
+    ) -> ProfileUpdate:
+        """Let the LM patch the profile from `messages` (logged as episodes first), or from the
+        scope's `recent` latest episodes. Edits that break the schema are refused and reported."""
+        scope = Scope.of(user_id, agent_id, run_id)
+        if messages is not None:
+            episodes = self.log(messages, **scope.model_dump())
+        else:
+            episodes = self.store.episodes.list(scope, limit=recent, newest_first=True)[::-1]
+        return self.profiles.update(episodes, scope, lm=self._lm_for(True))
 
     def tools(
         self,
