@@ -34,8 +34,8 @@ class MemoryTool:
     input_types = {"query": "str - what to look up, e.g. 'Where does the user live?'"}
     output_type = (
         "dict - {'query', 'as_of', 'facts': [{'id', 'content', 'status', 'valid_at', 'invalid_at', "
-        "'confidence', 'kind', 'run_id', 'sources': [{'episode_id', 'source', 'speaker', 'occurred_at', "
-        "'run_id'}]}]}"
+        "'confidence', 'kind', 'run_id', 'metadata', 'sources': [{'episode_id', 'source', 'speaker', "
+        "'occurred_at', 'run_id'}]}]} (logged steps have metadata tool and success)"
     )
     demo_commands = [
         {
@@ -125,6 +125,7 @@ def _fact(hit: Hit) -> dict[str, Any]:
         "confidence": record.confidence,
         "kind": record.kind,
         "run_id": record.run_id,
+        "metadata": record.metadata,
         "sources": [
             {
                 "episode_id": source.episode_id,

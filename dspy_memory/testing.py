@@ -235,3 +235,38 @@ def oracle_responder(facts_by_text: Mapping[str, list[dict[str, Any]]]) -> Respo
         return {"ops": oracle_decisions(new, call.inputs["existing_memories"])}
 
     return responder
+
+
+# -- a scripted ReAct agent --------------------------------------------------------------------
+
+
+def tools_called(trajectory: str) -> list[str]:
+    """Tool names in a ReAct trajectory as DSPy formats it for the LM."""
+    return re.findall(r"\[\[ ## tool_name_\d+ ## \]\]\n(\w+)", trajectory)
+
+
+def scripted_agent_lm(
+    plan: Callable[[str, str, str], tuple[str, dict[str, Any]] | None],
+    answer: Callable[[str, str], str],
+    *,
+    write: Callable[[list[dict[str, Any]], list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
+    model: str = "scripted/agent",
+) -> Any:
+    """A scripted LM for `dspy.ReAct` (and `MemoryReAct`): `plan(question, trajectory,
+    memory_context)` returns the next (tool name, arguments), or None to finish; `answer(question,
+    trajectory)` the final answer; `write(turns, existing_memories)` the write program's
+    operations when memory asks (default: none)."""
+
+    def responder(call: LMCall) -> Mapping[str, Any]:
+        inputs = call.inputs
+        if call.output_fields == ["ops"]:
+            return {"ops": write(inputs["turns"], inputs["existing_memories"]) if write else []}
+        question = str(inputs.get("question", ""))
+        trajectory = str(inputs.get("trajectory", ""))
+        if "next_tool_name" in call.output_fields:
+            step = plan(question, trajectory, str(inputs.get("memory_context", "")))
+            name, args = step if step else ("finish", {})
+            return {"next_thought": f"Next: {name}.", "next_tool_name": name, "next_tool_args": args}
+        return {"reasoning": "From the trajectory.", "answer": answer(question, trajectory)}
+
+    return scripted_lm(responder, model=model)

@@ -11,9 +11,9 @@ import pytest
 from dspy_memory import Memory
 from dspy_memory.agent import MemoryReAct
 from dspy_memory.embed import HashEmbedder
+from dspy_memory.testing import scripted_agent_lm as agent_lm
+from dspy_memory.testing import tools_called as steps_taken
 from dspy_memory.types import Scope
-
-from .agent_lm import agent_lm, steps_taken
 
 
 def write_move(turns, existing):

@@ -25,3 +25,76 @@ def test_notebooks_run(notebook, minilm, tmp_path, monkeypatch):
     namespace: dict = {}
     for index, cell in enumerate(c for c in cells if c["cell_type"] == "code"):
         exec(compile("".join(cell["source"]), f"{notebook.name} cell {index + 1}", "exec"), namespace)
+
+
+def test_agent_two_sessions_example(monkeypatch, capsys):
+    monkeypatch.delenv("DSPY_MEMORY_LM", raising=False)
+    module = runpy.run_path(str(ROOT / "examples" / "agent_two_sessions.py"))
+    result = module["main"]("test")
+    assert "Denver" in result["second"] and "2024-03-08" in result["second"]
+    assert any(line.startswith("tool_step: recall(") for line in result["logged"])
+    assert "session 2:" in capsys.readouterr().out
+
+
+def test_local_ollama_example_against_a_loopback_ollama(monkeypatch, capsys):
+    from dspy_memory.testing import oracle_responder
+
+    from .fakes import chat_by_signature, ollama_server
+
+    module = runpy.run_path(str(ROOT / "examples" / "local_ollama.py"))
+    first, second = (text for _, text in module["CHATS"])
+    facts = {
+        first: [
+            {
+                "content": "Ada lives in Boston.",
+                "subject": "Ada",
+                "predicate": "lives_in",
+                "object": "Boston",
+                "valid_at": "2024-01-10",
+            },
+            {
+                "content": "Ada works as a nurse at Boston General.",
+                "subject": "Ada",
+                "predicate": "works_at",
+                "object": "Boston General",
+                "valid_at": "2024-01-10",
+            },
+        ],
+        second: [
+            {
+                "content": "Ada lives in Denver.",
+                "subject": "Ada",
+                "predicate": "lives_in",
+                "object": "Denver",
+                "valid_at": "2024-03-08",
+            },
+            {
+                "content": "Ada works at Denver Health.",
+                "subject": "Ada",
+                "predicate": "works_at",
+                "object": "Denver Health",
+                "valid_at": "2024-03-15",
+            },
+        ],
+    }
+    with ollama_server(chat=chat_by_signature(oracle_responder(facts))) as (url, requests):
+        monkeypatch.setenv("OLLAMA_HOST", url)
+        result = module["main"]()
+    assert sorted(result["timeline"]) == sorted(
+        [
+            ("Ada lives in Boston.", "superseded"),
+            ("Ada works as a nurse at Boston General.", "superseded"),
+            ("Ada lives in Denver.", "current"),
+            ("Ada works at Denver Health.", "current"),
+        ]
+    )
+    assert "## How facts changed" in result["context"] or "Ada lives in Denver." in result["context"]
+    assert sum(r["path"] == "/v1/chat/completions" for r in requests) == 2
+    assert "INVALIDATE" in capsys.readouterr().out
+
+
+def test_planner_executor_example_avoids_a_tool_that_failed(capsys):
+    module = runpy.run_path(str(ROOT / "examples" / "planner_executor.py"))
+    result = module["main"]("test")
+    assert result["first"] == "no answer" and result["second"].startswith("sunny")
+    assert {run for run, _ in result["steps"]} == {"run-1", "run-2"}
