@@ -37,3 +37,14 @@ def minilm():
     embedder = LocalEmbedder()
     embedder.embed(["warm up"])
     return embedder
+
+
+@pytest.fixture(autouse=True)
+def _no_lm_leaks_between_tests():
+    """Code under test may configure dspy's global LM (dspy_memory.local() does); a leftover LM
+    would turn later tests' raw adds into LM calls to a server that is gone."""
+    yield
+    import dspy
+
+    if dspy.settings.lm is not None:
+        dspy.configure(lm=None)

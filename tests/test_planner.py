@@ -45,6 +45,7 @@ def test_execute_returns_facts_with_time_provenance_and_confidence(memory):
         "confidence",
         "kind",
         "run_id",
+        "metadata",
         "sources",
     }
     assert fact["sources"][0]["speaker"] == "Ada" and fact["sources"][0]["run_id"] == fact["run_id"]
