@@ -139,17 +139,23 @@ class ContextBuilder:
         profile = [record for record in relevant if record.kind == "profile"]
         conflicted = self._conflicts(relevant)
         sources = {hit.id: hit.provenance for hit in hits}
+        # A fact that replaced an older one is shown as its timeline, in its own place by
+        # relevance (the current value is in the line, so nothing is said twice).
+        timelines = self._timelines(relevant, scope, view)
         for record in profile:
-            if record.id not in conflicted:
+            if record.id in timelines:
+                plan.add("timelines", record.id, timelines[record.id])
+            elif record.id not in conflicted:
                 plan.add("profile", record.id, fact_line(record))
         # Facts and conflicts share one priority, by relevance; they render in separate sections.
         for record in relevant:
             if record.id in conflicted:
                 plan.add("conflicts", record.id, self._conflict_line(record, sources.get(record.id, [])))
             elif record.kind != "profile":
-                plan.add("facts", record.id, fact_line(record))
-        for record, line in self._timelines(relevant, scope, view):
-            plan.add("timelines", record.id, line)
+                if record.id in timelines:
+                    plan.add("timelines", record.id, timelines[record.id])
+                else:
+                    plan.add("facts", record.id, fact_line(record))
         for episode in self.store.episodes.list(
             scope, limit=self.recent_episodes, newest_first=True, before=view.as_of
         )[::-1]:
@@ -187,23 +193,18 @@ class ContextBuilder:
         low = f"; low confidence {record.confidence:.1f}" if record.confidence < LOW_CONFIDENCE else ""
         return f"- {record.content} [since {_date(record.valid_at)}; {said or 'source unknown'}{low}]"
 
-    def _timelines(
-        self, records: Sequence[MemoryRecord], scope: Scope, view: TimeView
-    ) -> list[tuple[MemoryRecord, str]]:
-        """For relevant facts that replaced older ones: what was true before, and until when."""
+    def _timelines(self, records: Sequence[MemoryRecord], scope: Scope, view: TimeView) -> dict[str, str]:
+        """{id of a relevant fact: a line saying what was true before it, and until when}."""
         current = {record.id: record for record in records}
-        lines = []
+        lines: dict[str, str] = {}
         older = self.store.graph.predecessors(list(current), scope, view) if current else []
         for old in older:
             new = current.get(old.superseded_by or "")
-            if new is None or old.invalid_at is None:
+            if new is None or old.invalid_at is None or new.id in lines:
                 continue
-            lines.append(
-                (
-                    old,
-                    f"- until {_date(old.invalid_at)}: {old.content} (true since {_date(old.valid_at)}); "
-                    f"since {_date(new.valid_at)}: {new.content}",
-                )
+            lines[new.id] = (
+                f"- until {_date(old.invalid_at)}: {old.content} (true since {_date(old.valid_at)}); "
+                f"since {_date(new.valid_at)}: {new.content}"
             )
         return lines
 

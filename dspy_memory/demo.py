@@ -26,6 +26,9 @@ LM_HINT = (
 )
 
 
+CONTEXT_BUDGET = 400
+
+
 def load_demo_conversation() -> dict[str, Any]:
     text = resources.files("dspy_memory").joinpath("data/demo_conversation.json").read_text("utf-8")
     return json.loads(text)
@@ -144,8 +147,20 @@ def _run_lm_demo(path: str, *, embedder: Any, lm: Any, out: TextIO) -> dict[str,
             f"({per_episode['prompt_tokens']} prompt tokens per message).",
             file=out,
         )
+
+        memory.blocks.set("persona", "You are Ada's running coach. Be brief and practical.", user_id=user)
+        task = "Plan Ada's next race and where she should train."
+        context = memory.context(task, user_id=user, budget_tokens=CONTEXT_BUDGET)
+        print(
+            f'\n5. memory.context("{task}", budget_tokens={CONTEXT_BUDGET}): {context.tokens} tokens '
+            f"({context.tokenizer}), {len(context.included)} items in, {len(context.dropped)} left out\n",
+            file=out,
+        )
+        print("\n".join(f"   {line}" for line in context.text.splitlines()), file=out)
         return {
             "mode": "lm",
+            "context": context.text,
+            "context_tokens": context.tokens,
             "totals": totals,
             "changed": changed,
             "now": [hit.content for hit in now_hits],

@@ -27,6 +27,8 @@ def test_demo_with_an_lm_shows_operations_costs_and_timelines():
     for step in ("1. Each session", "INVALIDATE", "2. Facts that changed", "3. search(", "4. Cost"):
         assert step in text
     assert "2024-01-08 .. 2024-04-18  Ada lives in a small apartment in Somerville" in text
+    assert "5. memory.context(" in text and summary["context_tokens"] <= 400
+    assert summary["context"].startswith("## Core memory\n<persona>")
 
 
 def test_without_an_lm_the_demo_says_how_to_enable_one(monkeypatch, capsys):
