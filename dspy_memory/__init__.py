@@ -11,6 +11,7 @@ from dspy_memory.embed import (
     make_embedder,
 )
 from dspy_memory.errors import (
+    BlockError,
     DSPyMemoryError,
     EmbedderMismatchError,
     EmbeddingError,
@@ -23,10 +24,15 @@ from dspy_memory.errors import (
 )
 from dspy_memory.lm import LocalModels, local
 from dspy_memory.memory import Memory
+from dspy_memory.planner import MemoryTool
 from dspy_memory.retrieval import RECIPES, Recipe
 from dspy_memory.types import (
     AddResult,
     AppliedOp,
+    Block,
+    BlockVersion,
+    Context,
+    ContextItem,
     DeleteResult,
     Entity,
     EntityEdges,
@@ -45,11 +51,26 @@ from dspy_memory.types import (
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> object:
+    # MemoryReAct subclasses dspy.Module; importing DSPy costs ~1 s, so only when asked for.
+    if name == "MemoryReAct":
+        from dspy_memory.agent import MemoryReAct
+
+        return MemoryReAct
+    raise AttributeError(f"module 'dspy_memory' has no attribute {name!r}")
+
+
 __all__ = [
     "RECIPES",
     "AddResult",
     "AppliedOp",
+    "Block",
+    "BlockError",
+    "BlockVersion",
     "CallableEmbedder",
+    "Context",
+    "ContextItem",
     "DSPyMemoryError",
     "DeleteResult",
     "Embedder",
@@ -70,7 +91,9 @@ __all__ = [
     "Memory",
     "MemoryConfig",
     "MemoryNotFoundError",
+    "MemoryReAct",
     "MemoryRecord",
+    "MemoryTool",
     "OllamaEmbedder",
     "Op",
     "OpenAIEmbedder",
