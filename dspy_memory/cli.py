@@ -156,6 +156,21 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_context(args: argparse.Namespace) -> int:
+    with _memory(args) as memory:
+        context = memory.context(args.query, **_scope(args), budget_tokens=args.budget, as_of=args.as_of)
+    if args.json:
+        _print(context.model_dump(mode="json"), True)
+    else:
+        print(context.text)
+        print(
+            f"\n({context.tokens}/{context.budget_tokens} tokens, {context.tokenizer}; "
+            f"{len(context.included)} items in, {len(context.dropped)} left out)",
+            file=sys.stderr,
+        )
+    return 0
+
+
 def cmd_reprocess(args: argparse.Namespace) -> int:
     with _memory(args) as memory:
         results = memory.reprocess()
@@ -249,6 +264,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("timeline", "show how facts about a subject changed", cmd_timeline)
     p.add_argument("--subject", default=None, help="entity name, e.g. Ada")
     p.add_argument("--predicate", default=None, help="relation, e.g. lives_in")
+
+    p = command("context", "print prompt-ready memory for a query, within a token budget", cmd_context)
+    p.add_argument("query")
+    p.add_argument("--budget", type=int, default=1500, help="token budget (default 1500)")
+    p.add_argument("--as-of", default=None, help="as things were at this world time")
 
     p = command(
         "reprocess", "run the write program again on failed and pending episodes", cmd_reprocess, scoped=False

@@ -37,6 +37,9 @@ def test_add_search_update_history_delete(tmp_path, capsys):
     assert "Boulder" in capsys.readouterr().out
     assert main(["get", memory_id, "--db", db, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["version"] == 2
+    assert main(["context", "where does ada live", "--user", "ada", "--budget", "200", "--db", db]) == 0
+    out, err = capsys.readouterr()
+    assert "## Recent conversation" in out and "/200 tokens" in err
     assert main(["stats", "--db", db]) == 0
     assert json.loads(capsys.readouterr().out)["tables"]["memories"] == 2
     assert main(["delete-scope", "--user", "ada", "--db", db]) == 0
