@@ -213,11 +213,9 @@ class Profiles:
             mode="profile",
             episode_ids=[episode.id for episode in episodes],
             lm=lm_name(lm),
-            lm_calls=usage.lm_calls,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
+            usage=usage,
             ops_applied=applied,
-            rejected=[rejection.model_dump() for rejection in rejected],
+            rejected=rejected,
             error=error,
             started_at=started,
         )

@@ -392,11 +392,9 @@ class Writer:
             mode=mode,
             episode_ids=episode_ids,
             lm=lm_name(lm),
-            lm_calls=usage.lm_calls,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
+            usage=usage,
             ops_applied=applied,
-            rejected=[rejection.model_dump() for rejection in rejected],
+            rejected=rejected,
             error=error,
             started_at=started,
         )

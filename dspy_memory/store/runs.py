@@ -9,7 +9,7 @@ from typing import Any
 from dspy_memory.store.connection import Connections
 from dspy_memory.store.queries import Predicate, scope_predicate
 from dspy_memory.timeutil import now_db
-from dspy_memory.types import Scope
+from dspy_memory.types import LMUsage, Rejection, Scope
 
 
 class WriteRunLog:
@@ -23,15 +23,13 @@ class WriteRunLog:
         mode: str,
         episode_ids: Sequence[str],
         lm: str | None,
-        lm_calls: int,
-        prompt_tokens: int,
-        completion_tokens: int,
+        usage: LMUsage,
         ops_applied: int,
-        rejected: Sequence[dict[str, Any]],
+        rejected: Sequence[Rejection],
         error: str | None,
         started_at: str,
     ) -> None:
-        """Audit one run of the write program: cost, applied count, reasons for rejections."""
+        """Audit one run of an LM program over episodes: cost, applied count, refusals."""
         with self._conns.transaction() as conn:
             conn.execute(
                 "INSERT INTO write_runs (user_id, agent_id, run_id, mode, episode_ids, lm, lm_calls, "
@@ -44,11 +42,11 @@ class WriteRunLog:
                     mode,
                     json.dumps(list(episode_ids)),
                     lm,
-                    lm_calls,
-                    prompt_tokens,
-                    completion_tokens,
+                    usage.lm_calls,
+                    usage.prompt_tokens,
+                    usage.completion_tokens,
                     ops_applied,
-                    json.dumps(list(rejected)),
+                    json.dumps([rejection.model_dump() for rejection in rejected]),
                     error,
                     started_at,
                     now_db(),
