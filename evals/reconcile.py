@@ -1,0 +1,182 @@
+"""The reconcile eval: does the program decide the right operations?
+
+    python -m evals.reconcile [--program reconcile|write] [--lm MODEL] [--limit N] [--threads T]
+
+Cases come from evals/data/reconcile.jsonl (160, ten situations; `python -m
+evals.data.make_reconcile` rebuilds it). `reconcile` runs ReconcileFacts on the new facts;
+`write` runs the fused WriteMemories on the turns. Scores: op accuracy (exact match of the
+(action, alias) multiset), op F1 and action F1 (evals/metrics.py), per category. Without --lm a
+scripted oracle (`dspy_memory.testing.oracle_decisions`) answers, which checks the harness, not
+a model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from evals.metrics import op_accuracy
+from evals.report import RESULTS_DIR, bar_chart, machine, table, write_json
+
+DATA = Path(__file__).resolve().parent / "data" / "reconcile.jsonl"
+
+
+def load_cases(path: str | Path = DATA, *, limit: int | None = None) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as handle:
+        cases = [json.loads(line) for line in handle if line.strip()]
+    return cases[:limit] if limit else cases
+
+
+def as_examples(cases: list[dict[str, Any]], program: str) -> list[Any]:
+    """dspy.Examples for the chosen program, with the expected operations as the label."""
+    import dspy
+
+    from dspy_memory.programs import KnownMemory, Turn
+    from dspy_memory.types import Fact
+
+    examples = []
+    for case in cases:
+        existing = [KnownMemory(**memory) for memory in case["existing_memories"]]
+        if program == "reconcile":
+            example = dspy.Example(
+                new_facts=[Fact(**fact) for fact in case["new_facts"]],
+                existing_memories=existing,
+                observed_at=case["observed_at"],
+                expected_ops=case["expected_ops"],
+                category=case["category"],
+            ).with_inputs("new_facts", "existing_memories", "observed_at")
+        else:
+            example = dspy.Example(
+                turns=[Turn(**turn) for turn in case["turns"]],
+                observed_at=case["observed_at"],
+                existing_memories=existing,
+                context="",
+                expected_ops=case["expected_ops"],
+                category=case["category"],
+            ).with_inputs("turns", "observed_at", "existing_memories", "context")
+        examples.append(example)
+    return examples
+
+
+def score(example: Any, prediction: Any, trace: Any = None) -> float:
+    """The metric DSPy optimizers use: exact operation match (0 or 1)."""
+    ops = [op.model_dump() if hasattr(op, "model_dump") else dict(op) for op in (prediction.ops or [])]
+    return op_accuracy(ops, example.expected_ops)["exact"]
+
+
+def oracle_lm() -> Any:
+    from dspy_memory.testing import oracle_decisions, scripted_lm
+
+    def responder(call: Any) -> dict[str, Any]:
+        facts = call.inputs.get("new_facts")
+        if facts is None:  # the fused program: the oracle needs the case's facts, found by turn text
+            facts = FACTS_BY_TURN.get(call.inputs["turns"][-1]["text"], [])
+        return {"ops": oracle_decisions(facts, call.inputs["existing_memories"])}
+
+    return scripted_lm(responder, model="scripted/oracle")
+
+
+FACTS_BY_TURN: dict[str, list[dict[str, Any]]] = {}
+
+
+def run(cases: list[dict[str, Any]], *, program: str, lm: Any, threads: int = 1) -> dict[str, Any]:
+    from dspy_memory.lm import run_program
+    from dspy_memory.programs import FactReconciler, FusedWriter
+
+    FACTS_BY_TURN.update({case["turns"][-1]["text"]: case["new_facts"] for case in cases})
+    module = FactReconciler() if program == "reconcile" else FusedWriter()
+    examples = as_examples(cases, program)
+
+    def one(example: Any) -> dict[str, Any]:
+        start = time.perf_counter()
+        try:
+            prediction, usage = run_program(module, lm, dict(example.inputs()), max_attempts=1)
+            ops = [op.model_dump() for op in prediction.ops or []]
+            error = None
+        except Exception as exc:  # a failed answer scores 0, and says why
+            ops, usage, error = [], getattr(exc, "usage", None), str(exc)[:200]
+        scores = op_accuracy(ops, example.expected_ops)
+        return {
+            "category": example.category,
+            **scores,
+            "ops": ops,
+            "error": error,
+            "lm_calls": usage.lm_calls if usage else 0,
+            "tokens": (usage.prompt_tokens + usage.completion_tokens) if usage else 0,
+            "seconds": time.perf_counter() - start,
+        }
+
+    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        rows = list(pool.map(one, examples))
+    by_category: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_category[row["category"]].append(row)
+        by_category["overall"].append(row)
+    summary = {
+        group: {
+            "cases": len(items),
+            **{key: sum(item[key] for item in items) / len(items) for key in ("exact", "f1", "action_f1")},
+        }
+        for group, items in by_category.items()
+    }
+    return {
+        "program": program,
+        "summary": summary,
+        "cases": rows,
+        "lm_calls": sum(row["lm_calls"] for row in rows),
+        "tokens": sum(row["tokens"] for row in rows),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--data", default=str(DATA))
+    parser.add_argument("--program", choices=("reconcile", "write"), default="reconcile")
+    parser.add_argument("--lm", default=None, help="DSPy model string (default: the scripted oracle)")
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", default=str(RESULTS_DIR / "reconcile.json"))
+    parser.add_argument("--plot", default=str(RESULTS_DIR / "reconcile.png"))
+    args = parser.parse_args(argv)
+    import dspy
+
+    lm = dspy.LM(args.lm) if args.lm else oracle_lm()
+    results = run(load_cases(args.data, limit=args.limit), program=args.program, lm=lm, threads=args.threads)
+    results["machine"] = machine()
+    results["lm"] = args.lm or "scripted oracle"
+    summary = results["summary"]
+    groups = ["overall", *sorted(group for group in summary if group != "overall")]
+    print(
+        f"Reconcile eval: {args.program} program, LM {results['lm']}, {summary['overall']['cases']} cases\n"
+    )
+    print(
+        table(
+            ["category", "cases", "op exact", "op F1", "action F1"],
+            [
+                [g, summary[g]["cases"], summary[g]["exact"], summary[g]["f1"], summary[g]["action_f1"]]
+                for g in groups
+            ],
+        )
+    )
+    print(f"\nLM calls {results['lm_calls']}, tokens {results['tokens']}")
+    write_json(args.out, results)
+    bar_chart(
+        args.plot,
+        groups,
+        {"op exact": [summary[g]["exact"] for g in groups]},
+        title="Reconcile: exact operations per category",
+        ylabel="share of cases",
+    )
+    print(f"wrote {args.out} and {args.plot}")
+    return results
+
+
+if __name__ == "__main__":
+    main()
