@@ -66,7 +66,8 @@ class Memory:
 
     `lm` (a dspy.LM or a model string) writes memories; left out, the LM set with
     `dspy.configure(lm=...)` does, and without any LM `add()` stores raw turns.
-    `write_program` replaces the write program (e.g. one compiled with a DSPy optimizer).
+    `write_program` replaces the write program; `programs` is a folder of compiled programs
+    (write.json, extract.json, reconcile.json from `python -m evals.optimize`) to load.
     `profile_schema` (a pydantic model) enables one profile document per scope (`profile()`,
     `update_profile()`).
     """
@@ -78,6 +79,7 @@ class Memory:
         embedder: Any = None,
         lm: Any = None,
         write_program: Any = None,
+        programs: str | os.PathLike[str] | None = None,
         profile_schema: Any = None,
         **settings: Any,
     ) -> None:
@@ -112,6 +114,13 @@ class Memory:
         self.blocks = CoreMemory(self.store)
         self.profiles = Profiles(self.store, profile_schema)
         self._retriever = Retriever(self.store, self.embedder, retrieval, track_access=config.track_access)
+        # Which compiled programs are in use ({part: file}); empty: the programs as shipped.
+        self.programs_in_use: dict[str, str] = {}
+        if programs is not None and write_program is None:
+            from dspy_memory.programs.loading import load_write_program
+
+            write_program, self.programs_in_use = load_write_program(programs, config.write.mode)
+            logger.info("compiled programs in use: %s", self.programs_in_use or "none found")
         self._writer = Writer(self.store, self.embedder, self._retriever, config.write, program=write_program)
         self._background = BackgroundWriter(
             self._writer.process,
