@@ -183,6 +183,39 @@ def cmd_reprocess(args: argparse.Namespace) -> int:
     return 0
 
 
+EVALS = {
+    "retrieval": "evals.locomo_retrieval",
+    "reconcile": "evals.reconcile",
+    "write-cost": "evals.write_cost",
+}
+
+
+def _run_eval_module(module_name: str, argv: list[str]) -> int:
+    import importlib
+
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] == "evals":
+            print(
+                "the evals live in the dspy-memory repository, next to the package: run this from a "
+                "checkout (git clone https://github.com/dspy-memory/dspy-memory && cd dspy-memory)",
+                file=sys.stderr,
+            )
+            return 2
+        raise
+    module.main(argv)
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    return _run_eval_module(EVALS[args.name], args.rest)
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    return _run_eval_module("evals.optimize", args.rest)
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     with _memory(args) as memory:
         _print(memory.stats(), True)
@@ -276,6 +309,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lm", default=None, help=lm_help)
 
     command("delete-scope", "erase everything stored for a scope (the GDPR path)", cmd_delete_scope)
+
+    p = sub.add_parser(
+        "eval",
+        help="run an evaluation (from a checkout); options after the name go to it",
+        description="Run an evaluation from evals/ (in a checkout of the repository). Everything after "
+        "the name is passed on; `dspy-memory eval NAME --help` lists it.",
+    )
+    p.set_defaults(func=cmd_eval)
+    p.add_argument("name", choices=sorted(EVALS))
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+
+    p = sub.add_parser(
+        "optimize",
+        help="compile a memory program with a DSPy optimizer (from a checkout)",
+        description="Compile a memory program against its eval set: `dspy-memory optimize reconcile "
+        "--optimizer bootstrap --lm MODEL --out programs/reconcile.json` (see --help).",
+    )
+    p.set_defaults(func=cmd_optimize)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
     command("stats", "show what the memory file holds", cmd_stats, scoped=False)
     return parser
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from dspy_memory import Memory
 from evals.locomo import CATEGORY_NAMES, Conversation, load_locomo
+from evals.metrics import ndcg_at_k, recall_at_k
 from evals.report import RESULTS_DIR, bar_chart, machine, percentile, table, write_json
 
 KS = (5, 10, 20)
@@ -63,6 +64,7 @@ def evaluate(
         if clear is not None:
             clear()
         recalls: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+        ndcgs: dict[str, list[float]] = defaultdict(list)
         latencies: list[float] = []
         skipped = 0
         for conversation in conversations:
@@ -81,14 +83,18 @@ def evaluate(
                 latencies.append((time.perf_counter() - start) * 1000)
                 ranked = [hit.memory.metadata.get("dia_id") for hit in hits]
                 for k in ks:
-                    recall = len(set(ranked[:k]) & set(evidence)) / len(evidence)
+                    recall = recall_at_k(ranked, evidence, k)
                     recalls["overall"][k].append(recall)
                     recalls[question.category_name][k].append(recall)
+                gain = ndcg_at_k(ranked, evidence, 10)
+                ndcgs["overall"].append(gain)
+                ndcgs[question.category_name].append(gain)
         results[recipe] = {
             "recall": {
                 group: {f"R@{k}": sum(values) / len(values) for k, values in by_k.items()}
                 for group, by_k in recalls.items()
             },
+            "ndcg@10": {group: sum(values) / len(values) for group, values in ndcgs.items()},
             "questions": {group: len(by_k[ks[0]]) for group, by_k in recalls.items()},
             "skipped_without_evidence": skipped,
             "search_ms_p50": percentile(latencies, 50),
@@ -132,12 +138,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for group in groups:
             if group in result["recall"]:
                 recall = result["recall"][group]
-                rows.append([recipe, group, result["questions"][group], *(recall[f"R@{k}"] for k in KS)])
+                rows.append(
+                    [
+                        recipe,
+                        group,
+                        result["questions"][group],
+                        *(recall[f"R@{k}"] for k in KS),
+                        result["ndcg@10"][group],
+                    ]
+                )
     print(
         f"LoCoMo evidence recall: {len(conversations)} conversations, {turns} turns indexed in "
         f"{index_seconds:.1f} s, embedder {embedder}\n"
     )
-    print(table(["recipe", "category", "questions", *(f"R@{k}" for k in KS)], rows))
+    print(table(["recipe", "category", "questions", *(f"R@{k}" for k in KS), "nDCG@10"], rows))
     print()
     print(
         table(

@@ -73,3 +73,12 @@ def test_demo_runs_offline_with_the_test_embedder(monkeypatch, capsys):
 def test_unknown_command_exits_with_usage():
     with pytest.raises(SystemExit):
         main(["frobnicate"])
+
+
+def test_eval_and_optimize_run_the_repository_evals(tmp_path, capsys):
+    out = ["--out", str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.png")]
+    assert main(["eval", "reconcile", "--limit", "3", *out]) == 0
+    assert "op exact" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["optimize", "--help"])
+    assert "--optimizer" in capsys.readouterr().out
