@@ -192,7 +192,14 @@ EVALS = {
 
 def _run_eval_module(module_name: str, argv: list[str]) -> int:
     import importlib
+    from pathlib import Path
 
+    # The evals sit next to the package in a checkout (found from an editable install) or in
+    # the current directory; console scripts put neither on sys.path.
+    for root in (Path.cwd(), Path(__file__).resolve().parents[1]):
+        if (root / "evals" / "__init__.py").is_file() and str(root) not in sys.path:
+            sys.path.insert(0, str(root))
+            break
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
