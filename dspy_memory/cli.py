@@ -184,6 +184,7 @@ def cmd_reprocess(args: argparse.Namespace) -> int:
 
 
 EVALS = {
+    "extraction": "evals.extraction",
     "retrieval": "evals.locomo_retrieval",
     "reconcile": "evals.reconcile",
     "write-cost": "evals.write_cost",

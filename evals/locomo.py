@@ -34,6 +34,8 @@ CATEGORY_NAMES = {
 _DIA_ID = re.compile(r"D(\d+):(\d+)")
 _SESSION_KEY = re.compile(r"session_(\d+)$")
 _DATE_FORMAT = "%I:%M %p on %d %B, %Y"
+# The development split next to the repository (../shared/data), when it is there.
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev5.json"
 
 
 @dataclass

@@ -19,12 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from dspy_memory import Memory
-from evals.locomo import CATEGORY_NAMES, Conversation, load_locomo
+from evals.locomo import CATEGORY_NAMES, DEFAULT_DATA, Conversation, load_locomo
 from evals.metrics import ndcg_at_k, recall_at_k
 from evals.report import RESULTS_DIR, bar_chart, machine, percentile, table, write_json
 
 KS = (5, 10, 20)
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev5.json"
 
 
 def index_conversation(

@@ -1,0 +1,166 @@
+"""The extraction eval: do the facts extracted from a session match LoCoMo's observations?
+
+    python -m evals.extraction --data ../shared/data/locomo/locomo_dev5.json [--lm MODEL]
+        [--limit N] [--threads T] [--embedder local|test]
+
+Built at run time from a LoCoMo file (it may not be copied into the repository): one case per
+session, input = the session's turns with its date, reference = that session's `observation`
+facts for both speakers. Predicted and reference facts are matched one to one by MiniLM cosine
+similarity >= 0.8 (evals/metrics.py); precision, recall and F1 are per session, averaged.
+Without --lm the baseline "every turn is a fact" runs (no LM), which is what raw mode stores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from evals.locomo import DEFAULT_DATA, Conversation, load_locomo
+from evals.metrics import FACT_MATCH_THRESHOLD, match_facts
+from evals.report import RESULTS_DIR, bar_chart, machine, table, write_json
+
+
+def extraction_cases(conversations: list[Conversation]) -> list[dict[str, Any]]:
+    """One case per session that has reference observations."""
+    cases = []
+    for conversation in conversations:
+        for session in conversation.sessions:
+            observed = conversation.observations.get(f"session_{session.index}_observation") or {}
+            reference = [item[0] for facts in observed.values() for item in facts if item and item[0]]
+            if not reference:
+                continue
+            cases.append(
+                {
+                    "id": f"{conversation.sample_id}/session_{session.index}",
+                    "observed_at": f"{session.date_time:%Y-%m-%d (%A)}",
+                    "turns": [
+                        {
+                            "speaker": turn.speaker,
+                            "text": turn.content(),
+                            "time": f"{session.date_time:%Y-%m-%d %H:%M}",
+                        }
+                        for turn in session.turns
+                    ],
+                    "context": f"A conversation between {conversation.speaker_a} and {conversation.speaker_b}.",
+                    "reference": reference,
+                }
+            )
+    return cases
+
+
+def as_dataset(cases: list[dict[str, Any]]) -> Any:
+    """The cases as a Hugging Face `datasets.Dataset` (for sharing, filtering, mapping)."""
+    import datasets
+
+    return datasets.Dataset.from_list(cases)
+
+
+def baseline_facts(case: dict[str, Any]) -> list[str]:
+    return [f"{turn['speaker']}: {turn['text']}" for turn in case["turns"]]
+
+
+def run(cases: list[dict[str, Any]], *, lm: Any, embed: Any, threads: int = 1) -> dict[str, Any]:
+    from dspy_memory.lm import run_program
+    from dspy_memory.programs import FactExtractor, Turn
+
+    module = FactExtractor()
+
+    def one(case: dict[str, Any]) -> dict[str, Any]:
+        start = time.perf_counter()
+        usage, error = None, None
+        if lm is None:
+            predicted = baseline_facts(case)
+        else:
+            inputs = {
+                "turns": [Turn(**turn) for turn in case["turns"]],
+                "observed_at": case["observed_at"],
+                "context": case["context"],
+            }
+            try:
+                prediction, usage = run_program(module, lm, inputs, max_attempts=1)
+                predicted = [fact.content for fact in prediction.facts or []]
+            except Exception as exc:  # a failed answer extracts nothing, and says why
+                predicted, error, usage = [], str(exc)[:200], getattr(exc, "usage", None)
+        scores = match_facts(predicted, case["reference"], embed)
+        return {
+            "id": case["id"],
+            "predicted": len(predicted),
+            "reference": len(case["reference"]),
+            **{key: scores[key] for key in ("precision", "recall", "f1")},
+            "error": error,
+            "lm_calls": usage.lm_calls if usage else 0,
+            "tokens": (usage.prompt_tokens + usage.completion_tokens) if usage else 0,
+            "seconds": time.perf_counter() - start,
+        }
+
+    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        rows = list(pool.map(one, cases))
+    mean = {key: sum(row[key] for row in rows) / max(len(rows), 1) for key in ("precision", "recall", "f1")}
+    return {
+        "sessions": len(rows),
+        **mean,
+        "cases": rows,
+        "lm_calls": sum(r["lm_calls"] for r in rows),
+        "tokens": sum(r["tokens"] for r in rows),
+        "threshold": FACT_MATCH_THRESHOLD,
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--data", default=str(DEFAULT_DATA))
+    parser.add_argument("--lm", default=None, help="DSPy model string (default: the every-turn baseline)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N sessions")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--embedder", default="local", help="embedder for matching (default: local MiniLM)")
+    parser.add_argument("--out", default=str(RESULTS_DIR / "extraction.json"))
+    parser.add_argument("--plot", default=str(RESULTS_DIR / "extraction.png"))
+    args = parser.parse_args(argv)
+    from dspy_memory.embed import make_embedder
+
+    cases = extraction_cases(load_locomo(args.data))[: args.limit]
+    lm = None
+    if args.lm:
+        import dspy
+
+        lm = dspy.LM(args.lm)
+    embedder = make_embedder(args.embedder)
+    results = run(cases, lm=lm, embed=embedder.embed, threads=args.threads)
+    results.update(machine=machine(), lm=args.lm or "baseline: every turn is a fact", embedder=embedder.name)
+    print(
+        f"Extraction eval: {results['sessions']} sessions, {results['lm']}, matching by {embedder.name} "
+        f"cosine >= {FACT_MATCH_THRESHOLD}\n"
+    )
+    print(
+        table(
+            ["sessions", "precision", "recall", "F1", "LM calls", "tokens"],
+            [
+                [
+                    results["sessions"],
+                    results["precision"],
+                    results["recall"],
+                    results["f1"],
+                    results["lm_calls"],
+                    results["tokens"],
+                ]
+            ],
+        )
+    )
+    write_json(args.out, results)
+    bar_chart(
+        args.plot,
+        ["precision", "recall", "F1"],
+        {results["lm"]: [results[k] for k in ("precision", "recall", "f1")]},
+        title="Fact extraction against LoCoMo observations",
+        ylabel="mean per session",
+    )
+    print(f"\nwrote {args.out} and {args.plot}")
+    return results
+
+
+if __name__ == "__main__":
+    main()
