@@ -185,6 +185,7 @@ def cmd_reprocess(args: argparse.Namespace) -> int:
 
 EVALS = {
     "extraction": "evals.extraction",
+    "qa": "evals.qa",
     "retrieval": "evals.locomo_retrieval",
     "reconcile": "evals.reconcile",
     "write-cost": "evals.write_cost",

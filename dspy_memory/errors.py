@@ -36,7 +36,7 @@ class LMUnavailableError(DSPyMemoryError):
 
 
 class WriteProgramError(DSPyMemoryError):
-    """The write program failed on every attempt (LM errors or answers that could not be
+    """An LM program failed on every attempt (LM errors or answers that could not be
     parsed). `usage` is what the attempts cost."""
 
     def __init__(self, message: str, *, usage: object = None) -> None:

@@ -73,7 +73,7 @@ def run_program(program: Any, lm: Any, inputs: dict[str, Any], *, max_attempts: 
             return prediction, usage
     assert last is not None
     raise WriteProgramError(
-        f"the write program failed {max_attempts} times: {short_error(last)}", usage=usage
+        f"{type(program).__name__} failed {max_attempts} times: {short_error(last)}", usage=usage
     )
 
 

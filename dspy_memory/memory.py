@@ -22,6 +22,7 @@ from dspy_memory.text import content_hash
 from dspy_memory.timeutil import TimeLike
 from dspy_memory.types import (
     AddResult,
+    Answer,
     Context,
     DeleteResult,
     EntityEdges,
@@ -424,6 +425,33 @@ class Memory:
         builder = ContextBuilder(self.store, search)
         summarize = self._compressor(query) if compress else None
         return builder.build(query, scope, budget_tokens=budget_tokens, as_of=as_of, compress=summarize)
+
+    def answer(
+        self,
+        question: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        budget_tokens: int = 1500,
+        as_of: TimeLike | None = None,
+        rewrite: bool = False,
+        today: TimeLike | None = None,
+    ) -> Answer:
+        """Answer a question from memory with the LM: `context()` for it (optionally planned by
+        `RewriteQuery` into searches and a past date), then `AnswerFromMemory`. 1-2 LM calls."""
+        from dspy_memory.answering import answer_question
+
+        return answer_question(
+            self,
+            question,
+            Scope.of(user_id, agent_id, run_id),
+            lm=self._lm_for(True),
+            budget_tokens=budget_tokens,
+            as_of=as_of,
+            rewrite=rewrite,
+            today=today,
+        )
 
     def _compressor(self, query: str) -> Any:
         lm = self._lm_for(True)

@@ -430,6 +430,16 @@ class LMUsage(BaseModel):
         )
 
 
+class Answer(BaseModel):
+    """What `Memory.answer` found: the answer, the context it was given, and what it cost."""
+
+    answer: str
+    context: Context
+    queries: list[str]
+    as_of: str | None = None
+    usage: LMUsage = Field(default_factory=LMUsage)
+
+
 class AddResult(BaseModel):
     """What one `Memory.add` call (or one background batch) persisted, decided and cost."""
 

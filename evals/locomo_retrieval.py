@@ -27,9 +27,15 @@ KS = (5, 10, 20)
 
 
 def index_conversation(
-    memory: Memory, conversation: Conversation, *, speaker: bool = True, caption: bool = True
+    memory: Memory,
+    conversation: Conversation,
+    *,
+    speaker: bool = True,
+    caption: bool = True,
+    infer: bool = False,
 ) -> int:
-    """Add every turn of a conversation as a memory; returns the number of turns."""
+    """Add every turn of a conversation, one `add` per session: as raw turn memories, or
+    through the LM write path with infer=True. Returns the number of turns."""
     count = 0
     for session in conversation.sessions:
         messages = [
@@ -42,7 +48,7 @@ def index_conversation(
             for turn in session.turns
         ]
         if messages:
-            memory.add(messages, user_id=conversation.sample_id, at=session.date_time)
+            memory.add(messages, user_id=conversation.sample_id, at=session.date_time, infer=infer)
             count += len(messages)
     return count
 

@@ -1,5 +1,14 @@
 """DSPy programs: every decision an LM makes about memory. No I/O happens here."""
 
+from dspy_memory.programs.answer import (
+    AnswerFromMemory,
+    AnswerJudge,
+    JudgeAnswer,
+    MemoryAnswerer,
+    QueryRewriter,
+    RewriteQuery,
+    SearchPlan,
+)
 from dspy_memory.programs.context import CompressMemories, MemoryCompressor
 from dspy_memory.programs.write import (
     ExtractFacts,
@@ -15,6 +24,13 @@ from dspy_memory.programs.write import (
 )
 
 __all__ = [
+    "AnswerFromMemory",
+    "AnswerJudge",
+    "JudgeAnswer",
+    "MemoryAnswerer",
+    "QueryRewriter",
+    "RewriteQuery",
+    "SearchPlan",
     "CompressMemories",
     "MemoryCompressor",
     "ExtractFacts",
