@@ -187,6 +187,7 @@ EVALS = {
     "extraction": "evals.extraction",
     "qa": "evals.qa",
     "retrieval": "evals.locomo_retrieval",
+    "temporal": "evals.temporal",
     "reconcile": "evals.reconcile",
     "write-cost": "evals.write_cost",
 }

@@ -168,7 +168,19 @@ def scripted_lm(responder: Responder, *, model: str = "scripted/lm") -> Any:
 
 # Relations that hold one value at a time: a new value replaces the old one (INVALIDATE).
 FUNCTIONAL_PREDICATES = frozenset(
-    {"lives_in", "works_at", "works_shift", "job", "age", "married_to", "home", "employer", "status"}
+    {
+        "lives_in",
+        "works_at",
+        "works_shift",
+        "job",
+        "age",
+        "married_to",
+        "home",
+        "employer",
+        "status",
+        "diet",
+        "car",
+    }
 )
 
 
