@@ -185,6 +185,7 @@ def cmd_reprocess(args: argparse.Namespace) -> int:
 
 EVALS = {
     "extraction": "evals.extraction",
+    "longmemeval": "evals.longmemeval",
     "qa": "evals.qa",
     "retrieval": "evals.locomo_retrieval",
     "temporal": "evals.temporal",
