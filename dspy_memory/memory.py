@@ -117,10 +117,14 @@ class Memory:
         self._retriever = Retriever(self.store, self.embedder, retrieval, track_access=config.track_access)
         # Which compiled programs are in use ({part: file}); empty: the programs as shipped.
         self.programs_in_use: dict[str, str] = {}
-        if programs is not None and write_program is None:
-            from dspy_memory.programs.loading import load_write_program
+        self._reading_programs: dict[str, Any] = {}
+        if programs is not None:
+            from dspy_memory.programs.loading import load_reading_programs, load_write_program
 
-            write_program, self.programs_in_use = load_write_program(programs, config.write.mode)
+            if write_program is None:
+                write_program, self.programs_in_use = load_write_program(programs, config.write.mode)
+            self._reading_programs, reading = load_reading_programs(programs)
+            self.programs_in_use.update(reading)
             logger.info("compiled programs in use: %s", self.programs_in_use or "none found")
         self._writer = Writer(self.store, self.embedder, self._retriever, config.write, program=write_program)
         self._background = BackgroundWriter(
@@ -451,6 +455,8 @@ class Memory:
             as_of=as_of,
             rewrite=rewrite,
             today=today,
+            answerer=self._reading_programs.get("answer"),
+            rewriter=self._reading_programs.get("query"),
         )
 
     def _compressor(self, query: str) -> Any:

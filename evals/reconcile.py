@@ -22,6 +22,7 @@ from typing import Any
 
 from evals.metrics import op_accuracy
 from evals.report import RESULTS_DIR, bar_chart, machine, table, write_json
+from evals.tasks import ops_metric as score  # noqa: F401 - the metric DSPy optimizers use
 
 DATA = Path(__file__).resolve().parent / "data" / "reconcile.jsonl"
 
@@ -61,12 +62,6 @@ def as_examples(cases: list[dict[str, Any]], program: str) -> list[Any]:
             ).with_inputs("turns", "observed_at", "existing_memories", "context")
         examples.append(example)
     return examples
-
-
-def score(example: Any, prediction: Any, trace: Any = None) -> float:
-    """The metric DSPy optimizers use: exact operation match (0 or 1)."""
-    ops = [op.model_dump() if hasattr(op, "model_dump") else dict(op) for op in (prediction.ops or [])]
-    return op_accuracy(ops, example.expected_ops)["exact"]
 
 
 def oracle_lm() -> Any:

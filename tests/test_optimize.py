@@ -104,7 +104,7 @@ def test_bootstrap_raises_the_dev_score_and_the_saved_program_keeps_it(tmp_path)
 
 
 def test_gepa_feedback_names_the_situation():
-    from evals.optimize import feedback_metric
+    from evals.tasks import ops_feedback as feedback_metric
 
     [example] = as_examples([c for c in load_cases() if c["category"] == "forget"][:1], "reconcile")
     result = feedback_metric(example, dspy.Prediction(ops=[{"action": "ADD"}]))

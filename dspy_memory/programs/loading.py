@@ -10,7 +10,13 @@ from dspy_memory.programs.write import TwoStepWriter, make_write_program
 
 # Which file holds which program; `write` is the fused writer, `extract` and `reconcile` the
 # two steps of TwoStepWriter.
-PROGRAM_FILES = {"write": "write.json", "extract": "extract.json", "reconcile": "reconcile.json"}
+PROGRAM_FILES = {
+    "write": "write.json",
+    "extract": "extract.json",
+    "reconcile": "reconcile.json",
+    "answer": "answer.json",
+    "query": "query.json",
+}
 
 
 def load_write_program(directory: str | os.PathLike[str], mode: str) -> tuple[Any, dict[str, str]]:
@@ -30,3 +36,21 @@ def load_write_program(directory: str | os.PathLike[str], mode: str) -> tuple[An
             module.load(str(path))
             loaded[name] = str(path)
     return program, loaded
+
+
+def load_reading_programs(directory: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Compiled `answer` (MemoryAnswerer) and `query` (QueryRewriter) programs found in
+    `directory`, for `Memory.answer`."""
+    from dspy_memory.programs.answer import MemoryAnswerer, QueryRewriter
+
+    folder = Path(directory)
+    modules: dict[str, Any] = {}
+    loaded: dict[str, str] = {}
+    for name, make in (("answer", MemoryAnswerer), ("query", QueryRewriter)):
+        path = folder / PROGRAM_FILES[name]
+        if path.exists():
+            module = make()
+            module.load(str(path))
+            modules[name] = module
+            loaded[name] = str(path)
+    return modules, loaded

@@ -1,0 +1,287 @@
+"""What `evals.optimize` can compile: each memory program with its examples and metric."""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evals.metrics import locomo_f1, match_facts, op_accuracy
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    file: str  # the file `Memory(programs=...)` loads it from
+    make_program: Callable[[], Any]
+    metric: Callable[..., float]
+    feedback: Callable[..., Any]  # GEPA's metric: score and text
+    examples: Callable[[str, Any], list[Any]]  # (data path, embedder) -> examples
+    default_data: str
+
+
+def _prediction(score: float, feedback: str) -> Any:
+    import dspy
+
+    return dspy.Prediction(score=score, feedback=feedback)
+
+
+# -- reconcile and write: the reconcile set ---------------------------------------------------
+
+
+def _ops(prediction: Any) -> list[dict[str, Any]]:
+    return [op.model_dump() if hasattr(op, "model_dump") else dict(op) for op in (prediction.ops or [])]
+
+
+def ops_metric(example: Any, prediction: Any, trace: Any = None) -> float:
+    return op_accuracy(_ops(prediction), example.expected_ops)["exact"]
+
+
+def ops_feedback(
+    gold: Any, pred: Any, trace: Any = None, pred_name: Any = None, pred_trace: Any = None
+) -> Any:
+    ops = _ops(pred)
+    if op_accuracy(ops, gold.expected_ops)["exact"] == 1.0:
+        return _prediction(1.0, "Correct.")
+
+    def show(items: list[dict[str, Any]]) -> str:
+        return ", ".join(
+            f"{op.get('action')}{' ' + str(op['target']) if op.get('target') else ''}" for op in items
+        )
+
+    return _prediction(
+        0.0,
+        f"In a '{gold.category}' situation the right operations were [{show(gold.expected_ops)}] but the answer "
+        f"was [{show(ops) or 'nothing'}]. Review the rules for this kind of situation.",
+    )
+
+
+def _reconcile_examples(program: str) -> Callable[[str, Any], list[Any]]:
+    def load(path: str, embedder: Any) -> list[Any]:
+        from evals.reconcile import as_examples, load_cases
+
+        return as_examples(load_cases(path), program)
+
+    return load
+
+
+# -- extract: LoCoMo observations --------------------------------------------------------------
+
+_EMBED: dict[str, Any] = {}
+
+
+def _embed(texts: list[str]) -> Any:
+    return _EMBED["fn"](texts)
+
+
+def extract_examples(path: str, embedder: Any) -> list[Any]:
+    import dspy
+
+    from dspy_memory.embed import make_embedder
+    from dspy_memory.programs import Turn
+    from evals.extraction import extraction_cases
+    from evals.locomo import load_locomo
+
+    _EMBED["fn"] = make_embedder(embedder).embed
+    return [
+        dspy.Example(
+            turns=[Turn(**turn) for turn in case["turns"]],
+            observed_at=case["observed_at"],
+            context=case["context"],
+            reference=case["reference"],
+            case_id=case["id"],
+        ).with_inputs("turns", "observed_at", "context")
+        for case in extraction_cases(load_locomo(path))
+    ]
+
+
+def facts_metric(example: Any, prediction: Any, trace: Any = None) -> float:
+    facts = [fact.content for fact in (prediction.facts or [])]
+    return match_facts(facts, example.reference, _embed)["f1"]
+
+
+def facts_feedback(
+    gold: Any, pred: Any, trace: Any = None, pred_name: Any = None, pred_trace: Any = None
+) -> Any:
+    facts = [fact.content for fact in (pred.facts or [])]
+    result = match_facts(facts, gold.reference, _embed)
+    matched = {j for _, j, _ in result["matches"]}
+    missed = [fact for j, fact in enumerate(gold.reference) if j not in matched][:3]
+    return _prediction(
+        result["f1"],
+        f"Matched {len(matched)} of {len(gold.reference)} reference facts with {len(facts)} extracted. "
+        + (f"Missed, for example: {missed}." if missed else ""),
+    )
+
+
+# -- answer: LoCoMo QA with contexts from memory ----------------------------------------------
+
+
+def answer_examples(path: str, embedder: Any) -> list[Any]:
+    """Questions of categories 1-4 with the context `memory.context` builds for them (raw turns)."""
+    import dspy
+
+    from dspy_memory import Memory
+    from evals.locomo import load_locomo
+    from evals.locomo_retrieval import index_conversation
+
+    examples = []
+    with tempfile.TemporaryDirectory() as tmp, Memory(Path(tmp) / "answer.db", embedder=embedder) as memory:
+        for conversation in load_locomo(path):
+            index_conversation(memory, conversation)
+            today = f"{conversation.sessions[-1].date_time:%Y-%m-%d}" if conversation.sessions else ""
+            for question in conversation.questions:
+                if question.category not in (1, 2, 3, 4):
+                    continue
+                context = memory.context(
+                    question.question, user_id=conversation.sample_id, budget_tokens=1000
+                )
+                examples.append(
+                    dspy.Example(
+                        question=question.question,
+                        context=context.text,
+                        today=today,
+                        gold=question.answer,
+                        category=question.category,
+                    ).with_inputs("question", "context", "today")
+                )
+    return examples
+
+
+def answer_metric(example: Any, prediction: Any, trace: Any = None) -> float:
+    return locomo_f1(str(prediction.answer or ""), example.gold, example.category)
+
+
+def answer_feedback(
+    gold: Any, pred: Any, trace: Any = None, pred_name: Any = None, pred_trace: Any = None
+) -> Any:
+    score = answer_metric(gold, pred)
+    return _prediction(
+        score, f"The expected answer was '{gold.gold}'; the answer was '{pred.answer}' (F1 {score:.2f})."
+    )
+
+
+# -- query: the temporal scenarios -------------------------------------------------------------
+
+
+def query_examples(path: str, embedder: Any) -> list[Any]:
+    import dspy
+
+    from evals.temporal import load_scenarios
+
+    examples = []
+    for scenario in load_scenarios(path):
+        today = scenario["sessions"][-1]["at"][:10]
+        for item in scenario["questions"]:
+            examples.append(
+                dspy.Example(
+                    question=item["question"], today=today, gold_as_of=item.get("as_of")
+                ).with_inputs("question", "today")
+            )
+    return examples
+
+
+def query_metric(example: Any, prediction: Any, trace: Any = None) -> float:
+    """1 when the plan asks about the right time (a past date within a month, or now) and has a query."""
+    from dspy_memory.plan import lm_date
+    from dspy_memory.timeutil import to_datetime
+
+    plan = prediction.plan
+    if not plan.queries:
+        return 0.0
+    planned = lm_date(plan.as_of)
+    if example.gold_as_of is None:
+        return 1.0 if planned is None else 0.0
+    if planned is None:
+        return 0.0
+    return 1.0 if abs((to_datetime(planned) - to_datetime(example.gold_as_of)).days) <= 31 else 0.0
+
+
+def query_feedback(
+    gold: Any, pred: Any, trace: Any = None, pred_name: Any = None, pred_trace: Any = None
+) -> Any:
+    score = query_metric(gold, pred)
+    want = f"as_of near {gold.gold_as_of}" if gold.gold_as_of else "no as_of (the question is about now)"
+    return _prediction(
+        score, "Correct." if score else f"Expected {want}; the plan had as_of={pred.plan.as_of!r}."
+    )
+
+
+def _tasks() -> dict[str, Task]:
+    from dspy_memory.programs import FactExtractor, FactReconciler, FusedWriter, MemoryAnswerer, QueryRewriter
+    from evals.locomo import DEFAULT_DATA
+    from evals.reconcile import DATA as RECONCILE
+    from evals.temporal import DATA as TEMPORAL
+
+    return {
+        "reconcile": Task(
+            "reconcile",
+            "reconcile.json",
+            FactReconciler,
+            ops_metric,
+            ops_feedback,
+            _reconcile_examples("reconcile"),
+            str(RECONCILE),
+        ),
+        "write": Task(
+            "write",
+            "write.json",
+            FusedWriter,
+            ops_metric,
+            ops_feedback,
+            _reconcile_examples("write"),
+            str(RECONCILE),
+        ),
+        "extract": Task(
+            "extract",
+            "extract.json",
+            FactExtractor,
+            facts_metric,
+            facts_feedback,
+            extract_examples,
+            str(DEFAULT_DATA),
+        ),
+        "answer": Task(
+            "answer",
+            "answer.json",
+            MemoryAnswerer,
+            answer_metric,
+            answer_feedback,
+            answer_examples,
+            str(DEFAULT_DATA),
+        ),
+        "query": Task(
+            "query", "query.json", QueryRewriter, query_metric, query_feedback, query_examples, str(TEMPORAL)
+        ),
+    }
+
+
+TASK_NAMES = ("answer", "extract", "query", "reconcile", "write")
+
+
+def get_task(name: str) -> Task:
+    tasks = _tasks()
+    if name not in tasks:
+        raise ValueError(f"unknown program {name!r}; choose from {sorted(tasks)}")
+    return tasks[name]
+
+
+def shuffle_split(
+    examples: list[Any], *, dev_share: float, seed: int, key: str | None = None
+) -> tuple[list[Any], list[Any]]:
+    """Train and dev parts; stratified by `key` (an example field) when given."""
+    rng = random.Random(seed)
+    groups: dict[Any, list[Any]] = {}
+    for example in examples:
+        groups.setdefault(example.get(key) if key else None, []).append(example)
+    train, dev = [], []
+    for group in groups.values():
+        rng.shuffle(group)
+        cut = max(1, round(len(group) * dev_share))
+        dev += group[:cut]
+        train += group[cut:]
+    rng.shuffle(train)
+    return train, dev
