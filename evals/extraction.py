@@ -19,7 +19,7 @@ from typing import Any
 
 from evals.locomo import DEFAULT_DATA, Conversation, load_locomo
 from evals.metrics import FACT_MATCH_THRESHOLD, match_facts
-from evals.report import RESULTS_DIR, bar_chart, machine, table, write_json
+from evals.report import RESULTS_DIR, bar_chart, machine, progress, table, write_json
 
 
 def extraction_cases(conversations: list[Conversation]) -> list[dict[str, Any]]:
@@ -96,7 +96,7 @@ def run(cases: list[dict[str, Any]], *, lm: Any, embed: Any, threads: int = 1) -
         }
 
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        rows = list(pool.map(one, cases))
+        rows = list(progress(pool.map(one, cases), total=len(cases), desc="sessions"))
     mean = {key: sum(row[key] for row in rows) / max(len(rows), 1) for key in ("precision", "recall", "f1")}
     return {
         "sessions": len(rows),

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dspy_memory import Memory
-from evals.report import RESULTS_DIR, bar_chart, machine, percentile, table, write_json
+from evals.report import RESULTS_DIR, bar_chart, machine, percentile, progress, table, write_json
 
 KS = (5, 10)
 
@@ -153,14 +153,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--embedder", default="local")
     parser.add_argument("--recipe", default="hybrid")
     parser.add_argument("--limit", type=int, default=None, help="only the first N instances")
+    parser.add_argument("--threads", type=int, default=1, help="instances in parallel (one memory file)")
     parser.add_argument("--out", default=str(RESULTS_DIR / "longmemeval.json"))
     parser.add_argument("--plot", default=str(RESULTS_DIR / "longmemeval.png"))
     args = parser.parse_args(argv)
     instances = load_longmemeval(args.data, hub=args.hub, file=args.file)[: args.limit]
     rows = []
     with tempfile.TemporaryDirectory() as tmp, Memory(Path(tmp) / "lme.db", embedder=args.embedder) as memory:
-        for instance in instances:
-            rows.append(evaluate_instance(memory, instance, recipe=args.recipe))
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=max(1, args.threads)) as pool:
+            jobs = [
+                pool.submit(evaluate_instance, memory, instance, recipe=args.recipe) for instance in instances
+            ]
+            rows = [job.result() for job in progress(jobs, desc="questions")]
     metrics = [
         f"{level}_{name}@{k}"
         for level in ("session", "turn")

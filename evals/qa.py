@@ -24,7 +24,7 @@ from dspy_memory import Memory
 from evals.locomo import CATEGORY_NAMES, DEFAULT_DATA, Conversation, load_locomo
 from evals.locomo_retrieval import index_conversation
 from evals.metrics import locomo_f1
-from evals.report import RESULTS_DIR, bar_chart, machine, percentile, table, write_json
+from evals.report import RESULTS_DIR, bar_chart, machine, percentile, progress, table, write_json
 
 
 def _baseline_answer(memory: Memory, question: str, user: str) -> str:
@@ -113,7 +113,7 @@ def answer_all(
         return row
 
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        return list(pool.map(one, work))
+        return list(progress(pool.map(one, work), total=len(work), desc="questions"))
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.metrics import op_accuracy
-from evals.report import RESULTS_DIR, bar_chart, machine, table, write_json
+from evals.report import RESULTS_DIR, bar_chart, machine, progress, table, write_json
 from evals.tasks import ops_metric as score  # noqa: F401 - the metric DSPy optimizers use
 
 DATA = Path(__file__).resolve().parent / "data" / "reconcile.jsonl"
@@ -107,7 +107,7 @@ def run(cases: list[dict[str, Any]], *, program: str, lm: Any, threads: int = 1)
         }
 
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        rows = list(pool.map(one, examples))
+        rows = list(progress(pool.map(one, examples), total=len(examples), desc="cases"))
     by_category: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         by_category[row["category"]].append(row)

@@ -92,3 +92,10 @@ def bar_chart(
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def progress(items: Any, *, total: int | None = None, desc: str = "") -> Any:
+    """A progress bar on stderr (tqdm, a DSPy dependency) around an iterable."""
+    from tqdm import tqdm
+
+    return tqdm(items, total=total, desc=desc, leave=False, dynamic_ncols=True)

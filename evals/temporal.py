@@ -22,7 +22,7 @@ from typing import Any
 
 from dspy_memory import Memory
 from evals.metrics import normalize_answer, token_f1
-from evals.report import RESULTS_DIR, bar_chart, machine, table, write_json
+from evals.report import RESULTS_DIR, bar_chart, machine, progress, table, write_json
 
 DATA = Path(__file__).resolve().parent / "data" / "temporal.json"
 
@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rewrite", action="store_true", help="let RewriteQuery plan searches and dates")
     parser.add_argument("--embedder", default="local")
     parser.add_argument("--limit", type=int, default=None, help="only the first N scenarios")
+    parser.add_argument("--threads", type=int, default=1, help="scenarios in parallel")
     parser.add_argument("--out", default=str(RESULTS_DIR / "temporal.json"))
     parser.add_argument("--plot", default=str(RESULTS_DIR / "temporal.png"))
     args = parser.parse_args(argv)
@@ -101,6 +102,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         lm=lm,
         embedder=args.embedder,
         rewrite=args.rewrite,
+        threads=args.threads,
         out=args.out,
         plot=args.plot,
     )
@@ -112,15 +114,25 @@ def evaluate(
     lm: Any,
     embedder: Any,
     rewrite: bool = False,
+    threads: int = 1,
     out: str | Path,
     plot: str | Path,
 ) -> dict[str, Any]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dspy_memory.embed import make_embedder
+
+    embedder = make_embedder(embedder)  # one model shared by every scenario's file
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for index, scenario in enumerate(scenarios):
-            rows += run_scenario(
-                scenario, lm=lm, embedder=embedder, rewrite=rewrite, path=Path(tmp) / f"{index}.db"
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        jobs = [
+            pool.submit(
+                run_scenario, scenario, lm=lm, embedder=embedder, rewrite=rewrite, path=Path(tmp) / f"{i}.db"
             )
+            for i, scenario in enumerate(scenarios)
+        ]
+        for job in progress(jobs, desc="scenarios"):
+            rows += job.result()
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         groups[row["type"]].append(row)
