@@ -19,7 +19,7 @@ from typing import Any
 
 from evals.locomo import DEFAULT_DATA, Conversation, load_locomo
 from evals.metrics import FACT_MATCH_THRESHOLD, match_facts
-from evals.report import RESULTS_DIR, bar_chart, machine, progress, table, write_json
+from evals.report import RESULTS_DIR, machine, progress, save, table
 
 
 def extraction_cases(conversations: list[Conversation]) -> list[dict[str, Any]]:
@@ -150,15 +150,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ],
         )
     )
-    write_json(args.out, results)
-    bar_chart(
-        args.plot,
-        ["precision", "recall", "F1"],
-        {results["lm"]: [results[k] for k in ("precision", "recall", "f1")]},
+    save(
+        results,
+        out=args.out,
+        plot=args.plot,
+        groups=["precision", "recall", "F1"],
+        series={results["lm"]: [results[k] for k in ("precision", "recall", "f1")]},
         title="Fact extraction against LoCoMo observations",
         ylabel="mean per session",
     )
-    print(f"\nwrote {args.out} and {args.plot}")
     return results
 
 

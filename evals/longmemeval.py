@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dspy_memory import Memory
-from evals.report import RESULTS_DIR, bar_chart, machine, percentile, progress, table, write_json
+from evals.report import RESULTS_DIR, machine, percentile, progress, save, table
 
 KS = (5, 10)
 
@@ -209,15 +209,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             [[name, summary[name]["questions"], *(summary[name][m] for m in shown)] for name in order],
         )
     )
-    write_json(args.out, results)
-    bar_chart(
-        args.plot,
-        order,
-        {"session recall_any@10": [summary[n]["session_recall_any@10"] for n in order]},
+    save(
+        results,
+        out=args.out,
+        plot=args.plot,
+        groups=order,
+        series={"session recall_any@10": [summary[n]["session_recall_any@10"] for n in order]},
         title="LongMemEval retrieval",
         ylabel="share of questions",
     )
-    print(f"\nwrote {args.out} and {args.plot}")
     return results
 
 

@@ -24,7 +24,7 @@ from dspy_memory import Memory
 from evals.locomo import CATEGORY_NAMES, DEFAULT_DATA, Conversation, load_locomo
 from evals.locomo_retrieval import index_conversation
 from evals.metrics import locomo_f1
-from evals.report import RESULTS_DIR, bar_chart, machine, percentile, progress, table, write_json
+from evals.report import RESULTS_DIR, machine, percentile, progress, save, table
 
 
 def _baseline_answer(memory: Memory, question: str, user: str) -> str:
@@ -232,15 +232,15 @@ def evaluate(
             ],
         )
     )
-    write_json(out, results)
-    bar_chart(
-        plot,
-        order,
-        {"F1": [summary[name]["f1"] for name in order]},
+    save(
+        results,
+        out=out,
+        plot=plot,
+        groups=order,
+        series={"F1": [summary[name]["f1"] for name in order]},
         title="LoCoMo QA (official F1)",
         ylabel="mean F1",
     )
-    print(f"\nwrote {out} and {plot}")
     return results
 
 

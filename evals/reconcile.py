@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.metrics import op_accuracy
-from evals.report import RESULTS_DIR, bar_chart, machine, progress, table, write_json
+from evals.report import RESULTS_DIR, machine, progress, save, table
 from evals.tasks import ops_metric as score  # noqa: F401 - the metric DSPy optimizers use
 
 DATA = Path(__file__).resolve().parent / "data" / "reconcile.jsonl"
@@ -161,15 +161,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     )
     print(f"\nLM calls {results['lm_calls']}, tokens {results['tokens']}")
-    write_json(args.out, results)
-    bar_chart(
-        args.plot,
-        groups,
-        {"op exact": [summary[g]["exact"] for g in groups]},
+    save(
+        results,
+        out=args.out,
+        plot=args.plot,
+        groups=groups,
+        series={"op exact": [summary[g]["exact"] for g in groups]},
         title="Reconcile: exact operations per category",
         ylabel="share of cases",
     )
-    print(f"wrote {args.out} and {args.plot}")
     return results
 
 

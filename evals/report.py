@@ -99,3 +99,19 @@ def progress(items: Any, *, total: int | None = None, desc: str = "") -> Any:
     from tqdm import tqdm
 
     return tqdm(items, total=total, desc=desc, leave=False, dynamic_ncols=True)
+
+
+def save(
+    results: Any,
+    *,
+    out: str | Path,
+    plot: str | Path,
+    groups: Sequence[str],
+    series: dict[str, Sequence[float]],
+    title: str,
+    ylabel: str,
+) -> None:
+    """What every runner ends with: the JSON, the chart, and where they went."""
+    write_json(out, results)
+    bar_chart(plot, groups, series, title=title, ylabel=ylabel)
+    print(f"\nwrote {out} and {plot}")

@@ -22,7 +22,7 @@ from typing import Any
 
 from dspy_memory import Memory
 from evals.metrics import normalize_answer, token_f1
-from evals.report import RESULTS_DIR, bar_chart, machine, progress, table, write_json
+from evals.report import RESULTS_DIR, machine, progress, save, table
 
 DATA = Path(__file__).resolve().parent / "data" / "temporal.json"
 
@@ -165,15 +165,15 @@ def evaluate(
         )
     )
     results = {"machine": machine(), "lm": label, "summary": summary, "rows": rows}
-    write_json(out, results)
-    bar_chart(
-        plot,
-        order,
-        {"contains gold": [summary[name]["contains"] for name in order]},
+    save(
+        results,
+        out=out,
+        plot=plot,
+        groups=order,
+        series={"contains gold": [summary[name]["contains"] for name in order]},
         title="Temporal questions",
         ylabel="share of questions",
     )
-    print(f"\nwrote {out} and {plot}")
     return results
 
 
