@@ -18,20 +18,6 @@ from dspy_memory.types import AppliedOp, Episode, MemoryRecord, Scope
 ACTOR = "lm"
 
 
-def attribute(content: str, episodes: Sequence[Episode]) -> list[str]:
-    """The episodes a fact most likely came from: those sharing the most words with it (the
-    LM is not asked, which would cost tokens); all of them when none shares a word."""
-    words = set(query_terms(content))
-    overlap = {episode.id: len(words & set(query_terms(episode.content))) for episode in episodes}
-    best = max(overlap.values(), default=0)
-    if best == 0:
-        return [episode.id for episode in episodes]
-    chosen = [episode for episode in episodes if overlap[episode.id] == best]
-    # On a tie, what a person said outranks the assistant repeating it.
-    people = [episode for episode in chosen if episode.role not in ("assistant", "tool", "system")]
-    return [episode.id for episode in people or chosen]
-
-
 @dataclass
 class _Batch:
     scope: Scope
@@ -40,12 +26,29 @@ class _Batch:
     vectors: dict[int, Any]
     entities: dict[str, str] = field(default_factory=dict)
     changed: list[str] = field(default_factory=list)
+    _words: dict[str, set[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._words = {episode.id: set(query_terms(episode.content)) for episode in self.episodes}
 
     def entity(self, name: str | None) -> str | None:
         return self.entities.get(normalize_name(name)) if name else None
 
+    def sources(self, content: str) -> list[str]:
+        """The episodes a fact most likely came from: those sharing the most words with it (the
+        LM is not asked, which would cost tokens); all of them when none shares a word."""
+        words = set(query_terms(content))
+        overlap = {episode.id: len(words & self._words[episode.id]) for episode in self.episodes}
+        best = max(overlap.values(), default=0)
+        if best == 0:
+            return [episode.id for episode in self.episodes]
+        chosen = [episode for episode in self.episodes if overlap[episode.id] == best]
+        # On a tie, what a person said outranks the assistant repeating it.
+        people = [episode for episode in chosen if episode.role not in ("assistant", "tool", "system")]
+        return [episode.id for episode in people or chosen]
+
     def source(self, content: str) -> str:
-        return attribute(content, self.episodes)[0]
+        return self.sources(content)[0]
 
 
 class PlanApplier:
@@ -114,7 +117,7 @@ class PlanApplier:
         self.store.confirm(
             target.id,
             scope=batch.scope,
-            episode_ids=attribute(target.content, batch.episodes),
+            episode_ids=batch.sources(target.content),
             gain=self.confirm_strength,
         )
         return AppliedOp(action="NOOP", memory_id=target.id, reason=reason)
@@ -138,7 +141,7 @@ class PlanApplier:
             subject_id=batch.entity(p.op.subject),
             predicate=p.predicate,
             object_id=batch.entity(p.op.object),
-            episode_ids=attribute(p.content or "", batch.episodes),
+            episode_ids=batch.sources(p.content or ""),
         )
         self.store.insert_memories([item], actor=ACTOR, reason=p.op.reason)
         batch.changed.append(new_id)

@@ -14,13 +14,10 @@ DEFAULT_DB = "memory.db"
 
 def _lm(args: argparse.Namespace) -> Any:
     """The LM named by --lm or DSPY_MEMORY_LM (with DSPY_MEMORY_LM_API_BASE), or None."""
-    model = getattr(args, "lm", None) or os.environ.get("DSPY_MEMORY_LM")
-    if not model:
-        return None
-    import dspy
+    from dspy_memory.lm import make_lm
 
-    api_base = os.environ.get("DSPY_MEMORY_LM_API_BASE")
-    return dspy.LM(model, **({"api_base": api_base} if api_base else {}))
+    model = getattr(args, "lm", None) or os.environ.get("DSPY_MEMORY_LM")
+    return make_lm(model, os.environ.get("DSPY_MEMORY_LM_API_BASE")) if model else None
 
 
 def _memory(args: argparse.Namespace) -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 
 from dspy_memory.profile import PROFILE_LABEL
 from dspy_memory.store import Store, TimeView
-from dspy_memory.text import content_hash
+from dspy_memory.text import SINGLE_VALUED_PREDICATES, content_hash, day
 from dspy_memory.tokens import count_tokens, tokenizer_name
 from dspy_memory.types import Context, ContextItem, ContextSection, Hit, MemoryRecord, Provenance, Scope
 
@@ -30,31 +30,7 @@ HEADINGS: dict[str, str] = {
     "procedures": "## Procedures",
     "summary": "## More memories, summarized",
 }
-# Relations that hold one value at a time: two current values for one subject are a conflict.
-SINGLE_VALUED = frozenset(
-    {
-        "lives_in",
-        "home",
-        "works_at",
-        "employer",
-        "job",
-        "job_title",
-        "age",
-        "birthday",
-        "married_to",
-        "partner",
-        "phone",
-        "email",
-        "address",
-        "works_shift",
-        "status",
-    }
-)
 LOW_CONFIDENCE = 0.7
-
-
-def _date(value: Any) -> str:
-    return value.strftime("%Y-%m-%d") if value else "?"
 
 
 def profile_lines(document: str) -> list[str]:
@@ -72,7 +48,21 @@ def profile_lines(document: str) -> list[str]:
 
 def fact_line(record: MemoryRecord) -> str:
     marks = f" (low confidence {record.confidence:.1f})" if record.confidence < LOW_CONFIDENCE else ""
-    return f"- {record.content} [since {_date(record.valid_at)}]{marks}"
+    return f"- {record.content} [since {day(record.valid_at)}]{marks}"
+
+
+def lm_compressor(lm: Any, query: str) -> Callable[[list[str], int], str]:
+    """A summarizer of left-out lines for `ContextBuilder.build` (one MemoryCompressor call)."""
+
+    def summarize(lines: list[str], room_tokens: int) -> str:
+        from dspy_memory.lm import run_program
+        from dspy_memory.programs import MemoryCompressor
+
+        inputs = {"query": query, "memories": lines, "max_words": max(10, int(room_tokens * 0.7))}
+        prediction, _ = run_program(MemoryCompressor(), lm, inputs, max_attempts=1)
+        return str(prediction.summary or "")
+
+    return summarize
 
 
 @dataclass
@@ -98,7 +88,7 @@ class ContextBuilder:
     relevance_floor: float = 0.25  # of the best hit's score
     recent_episodes: int = 6
     procedures: int = 3
-    single_valued: frozenset[str] = SINGLE_VALUED
+    single_valued: frozenset[str] = SINGLE_VALUED_PREDICATES
 
     def build(
         self,
@@ -191,7 +181,7 @@ class ContextBuilder:
             for source in provenance[:2]
         )
         low = f"; low confidence {record.confidence:.1f}" if record.confidence < LOW_CONFIDENCE else ""
-        return f"- {record.content} [since {_date(record.valid_at)}; {said or 'source unknown'}{low}]"
+        return f"- {record.content} [since {day(record.valid_at)}; {said or 'source unknown'}{low}]"
 
     def _timelines(self, records: Sequence[MemoryRecord], scope: Scope, view: TimeView) -> dict[str, str]:
         """{id of a relevant fact: a line saying what was true before it, and until when}."""
@@ -203,8 +193,8 @@ class ContextBuilder:
             if new is None or old.invalid_at is None or new.id in lines:
                 continue
             lines[new.id] = (
-                f"- until {_date(old.invalid_at)}: {old.content} (true since {_date(old.valid_at)}); "
-                f"since {_date(new.valid_at)}: {new.content}"
+                f"- until {day(old.invalid_at)}: {old.content} (true since {day(old.valid_at)}); "
+                f"since {day(new.valid_at)}: {new.content}"
             )
         return lines
 

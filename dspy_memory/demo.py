@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from datetime import datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
 from dspy_memory.memory import Memory
+from dspy_memory.text import day
 from dspy_memory.timeutil import utcnow
 from dspy_memory.types import Hit
 
@@ -53,17 +53,13 @@ def demo_facts() -> dict[str, list[dict[str, Any]]]:
     return {m["content"]: m.get("facts", []) for s in conversation["sessions"] for m in s["messages"]}
 
 
-def _date(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d") if value else "-"
-
-
 def _show_hits(hits: list[Hit], out: TextIO, limit: int = 3) -> None:
     if not hits:
         print("   (nothing found)", file=out)
     for hit in hits[:limit]:
         memory = hit.memory
         print(
-            f"   {hit.score:.3f}  valid from {_date(memory.valid_at)}  [{memory.status}]  {memory.content}",
+            f"   {hit.score:.3f}  valid from {day(memory.valid_at, '-')}  [{memory.status}]  {memory.content}",
             file=out,
         )
         for source in hit.provenance:
@@ -124,10 +120,10 @@ def _run_lm_demo(path: str, *, embedder: Any, lm: Any, out: TextIO) -> dict[str,
             if record.superseded_by is None:
                 continue
             newer = memory.get(record.superseded_by)
-            until = _date(record.invalid_at) if record.status == "superseded" else "(corrected)"
-            print(f"   {_date(record.valid_at)} .. {until}  {record.content}", file=out)
+            until = day(record.invalid_at, "-") if record.status == "superseded" else "(corrected)"
+            print(f"   {day(record.valid_at, '-')} .. {until}  {record.content}", file=out)
             print(
-                f"   {_date(newer.valid_at) if newer else '-'} ..             {newer.content if newer else '-'}",
+                f"   {day(newer.valid_at, '-') if newer else '-'} ..             {newer.content if newer else '-'}",
                 file=out,
             )
             changed.append((record.content, newer.content if newer else None))

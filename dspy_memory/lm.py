@@ -40,6 +40,13 @@ def resolve_lm(lm: Any) -> Any:
     return None if dspy is None else dspy.settings.lm
 
 
+def make_lm(model: str, api_base: str | None = None) -> Any:
+    """A dspy.LM from a model string (DSPY_MEMORY_LM) and an optional API base."""
+    import dspy
+
+    return dspy.LM(model, **({"api_base": api_base} if api_base else {}))
+
+
 def lm_name(lm: Any) -> str:
     return str(getattr(lm, "model", None) or type(lm).__name__)
 

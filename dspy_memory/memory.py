@@ -11,10 +11,10 @@ from typing import Any
 from dspy_memory.background import BackgroundWriter
 from dspy_memory.blocks import CoreMemory
 from dspy_memory.config import MemoryConfig
-from dspy_memory.embed import Embedder, make_embedder
+from dspy_memory.embed import Embedder, choose_embedder, make_embedder
 from dspy_memory.errors import LMUnavailableError, MemoryNotFoundError
 from dspy_memory.inputs import MessagesInput
-from dspy_memory.lm import resolve_lm
+from dspy_memory.lm import make_lm, resolve_lm
 from dspy_memory.profile import Profiles, ProfileUpdate
 from dspy_memory.retrieval import Recipe, Retriever
 from dspy_memory.store import Store, TimeView
@@ -41,17 +41,6 @@ def _optional_scope(user_id: str | None, agent_id: str | None, run_id: str | Non
     if user_id is None and agent_id is None and run_id is None:
         return None
     return Scope.of(user_id, agent_id, run_id)
-
-
-def spec_for_recorded(name: str) -> str | None:
-    """The spec that rebuilds an embedder from the name recorded in a file, when there is one."""
-    if "|" in name:
-        return None
-    if name.startswith(("local:", "ollama:", "openai:")):
-        return name
-    if name.startswith("test-hash-v1:"):
-        return "test:" + name.rsplit(":", 1)[1]
-    return None
 
 
 class Memory:
@@ -94,27 +83,6 @@ class Memory:
             config = MemoryConfig(path=os.fspath(path_or_config), **settings)
         self.config = config
         retrieval = config.retrieval
-        self.store = Store(
-            config.path,
-            busy_timeout_ms=config.busy_timeout_ms,
-            vector_cache_min_rows=retrieval.vector_cache_min_rows,
-            vector_cache_max_rows=retrieval.vector_cache_max_rows,
-            keyword_score_budget=retrieval.keyword_score_budget,
-        )
-        try:
-            self.embedder: Embedder = make_embedder(
-                self._choose_embedder(embedder),
-                batch_size=config.embed_batch_size,
-                cache_size=config.embed_cache_size,
-            )
-            self.store.bind_embedder(self.embedder.name, self.embedder.dim)
-        except BaseException:
-            self.store.close()
-            raise
-        self._lm = lm if lm is not None else self._lm_from_config()
-        self.blocks = CoreMemory(self.store)
-        self.profiles = Profiles(self.store, profile_schema)
-        self._retriever = Retriever(self.store, self.embedder, retrieval, track_access=config.track_access)
         # Which compiled programs are in use ({part: file}); empty: the programs as shipped.
         self.programs_in_use: dict[str, str] = {}
         self._reading_programs: dict[str, Any] = {}
@@ -126,6 +94,31 @@ class Memory:
             self._reading_programs, reading = load_reading_programs(programs)
             self.programs_in_use.update(reading)
             logger.info("compiled programs in use: %s", self.programs_in_use or "none found")
+
+        self.store = Store(
+            config.path,
+            busy_timeout_ms=config.busy_timeout_ms,
+            vector_cache_min_rows=retrieval.vector_cache_min_rows,
+            vector_cache_max_rows=retrieval.vector_cache_max_rows,
+            keyword_score_budget=retrieval.keyword_score_budget,
+        )
+        try:
+            recorded = self.store.embedder_info()
+            self.embedder: Embedder = make_embedder(
+                choose_embedder(
+                    embedder, config.embedder, recorded[0] if recorded else None, path=config.path
+                ),
+                batch_size=config.embed_batch_size,
+                cache_size=config.embed_cache_size,
+            )
+            self.store.bind_embedder(self.embedder.name, self.embedder.dim)
+        except BaseException:
+            self.store.close()
+            raise
+        self._lm = lm if lm is not None else (make_lm(config.lm, config.lm_api_base) if config.lm else None)
+        self.blocks = CoreMemory(self.store)
+        self.profiles = Profiles(self.store, profile_schema)
+        self._retriever = Retriever(self.store, self.embedder, retrieval, track_access=config.track_access)
         self._writer = Writer(self.store, self.embedder, self._retriever, config.write, program=write_program)
         self._background = BackgroundWriter(
             self._writer.process,
@@ -144,30 +137,6 @@ class Memory:
                     logger.info("resumed %d unfinished episodes from %s", resumed, config.path)
             except Exception as exc:  # the episodes stay on disk and are retried next time
                 logger.warning("pending episodes in %s could not be processed yet: %s", config.path, exc)
-
-    def _lm_from_config(self) -> Any:
-        if self.config.lm is None:
-            return None
-        import dspy
-
-        extra = {"api_base": self.config.lm_api_base} if self.config.lm_api_base else {}
-        return dspy.LM(self.config.lm, **extra)
-
-    def _choose_embedder(self, embedder: Any) -> Any:
-        if embedder is not None:
-            return embedder
-        if self.config.embedder is not None:
-            return self.config.embedder
-        recorded = self.store.embedder_info()
-        if recorded is not None:
-            spec = spec_for_recorded(recorded[0])
-            if spec is None:
-                raise ValueError(
-                    f"{self.config.path} was built with embedder {recorded[0]!r}, which cannot be "
-                    "rebuilt from its name; pass the same embedder: Memory(path, embedder=...)"
-                )
-            return spec
-        return "local"
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -212,11 +181,9 @@ class Memory:
     ) -> list[Episode]:
         """Keep messages in the episode log only: recorded with provenance and time, but not
         made into memories (e.g. agent steps whose content is already in memory)."""
-        episodes = self._writer.persist(
-            messages, Scope.of(user_id, agent_id, run_id), metadata=metadata, at=at
+        return self._writer.persist(
+            messages, Scope.of(user_id, agent_id, run_id), metadata=metadata, at=at, status="done"
         )
-        self.store.episodes.mark([episode.id for episode in episodes], "done")
-        return self.store.episodes.get_many([episode.id for episode in episodes])
 
     def _lm_for(self, infer: bool | None) -> Any:
         if infer is False:
@@ -418,7 +385,7 @@ class Memory:
         relevant facts (conflicts set apart), timelines of changed facts, recent episodes and
         procedures, in that priority. `.text` is the context, `.included`/`.dropped` the report.
         compress=True summarizes what did not fit with the LM (one call)."""
-        from dspy_memory.context import ContextBuilder
+        from dspy_memory.context import ContextBuilder, lm_compressor
 
         scope = Scope.of(user_id, agent_id, run_id)
         ids = scope.model_dump()
@@ -427,7 +394,7 @@ class Memory:
             return self.search(text, k=k, as_of=as_of, kinds=kinds, **ids)
 
         builder = ContextBuilder(self.store, search)
-        summarize = self._compressor(query) if compress else None
+        summarize = lm_compressor(self._lm_for(True), query) if compress else None
         return builder.build(query, scope, budget_tokens=budget_tokens, as_of=as_of, compress=summarize)
 
     def answer(
@@ -458,19 +425,6 @@ class Memory:
             answerer=self._reading_programs.get("answer"),
             rewriter=self._reading_programs.get("query"),
         )
-
-    def _compressor(self, query: str) -> Any:
-        lm = self._lm_for(True)
-
-        def summarize(lines: list[str], room_tokens: int) -> str:
-            from dspy_memory.lm import run_program
-            from dspy_memory.programs import MemoryCompressor
-
-            inputs = {"query": query, "memories": lines, "max_words": max(10, int(room_tokens * 0.7))}
-            prediction, _ = run_program(MemoryCompressor(), lm, inputs, max_attempts=1)
-            return str(prediction.summary or "")
-
-        return summarize
 
     def profile(
         self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None

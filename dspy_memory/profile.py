@@ -146,14 +146,7 @@ class Profiles:
         inputs = {
             "profile_schema": json.dumps(model.model_json_schema()),
             "current_profile": json.dumps(document),
-            "turns": [
-                Turn(
-                    speaker=e.name or e.role or "user",
-                    text=e.content[:4000],
-                    time=f"{e.occurred_at:%Y-%m-%d %H:%M}",
-                )
-                for e in spoken
-            ],
+            "turns": [Turn.of(episode) for episode in spoken],
             "observed_at": f"{max(e.occurred_at for e in spoken):%Y-%m-%d (%A)}",
         }
         try:

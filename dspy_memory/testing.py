@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dspy_memory.text import SINGLE_VALUED_PREDICATES
 from dspy_memory.tokens import count_tokens
 
 _FIELD_LIST = re.compile(r"^\d+\. `(\w+)`", re.MULTILINE)
@@ -166,22 +167,8 @@ def scripted_lm(responder: Responder, *, model: str = "scripted/lm") -> Any:
 
 # -- a write LM that knows the right facts --------------------------------------------------------
 
-# Relations that hold one value at a time: a new value replaces the old one (INVALIDATE).
-FUNCTIONAL_PREDICATES = frozenset(
-    {
-        "lives_in",
-        "works_at",
-        "works_shift",
-        "job",
-        "age",
-        "married_to",
-        "home",
-        "employer",
-        "status",
-        "diet",
-        "car",
-    }
-)
+# The oracle invalidates a changed value of these relations and adds everything else.
+FUNCTIONAL_PREDICATES = SINGLE_VALUED_PREDICATES
 
 
 def _key(text: str | None) -> str:

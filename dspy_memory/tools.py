@@ -12,7 +12,9 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from dspy_memory.context import LOW_CONFIDENCE
 from dspy_memory.errors import DSPyMemoryError
+from dspy_memory.text import day
 from dspy_memory.types import MemoryRecord, Scope
 
 if TYPE_CHECKING:
@@ -34,19 +36,15 @@ def short_id(memory_id: str) -> str:
     return memory_id[:SHORT_ID]
 
 
-def _date(value: Any) -> str:
-    return value.strftime("%Y-%m-%d") if value else "?"
-
-
 def describe(record: MemoryRecord) -> str:
     """One line: id, status with validity dates, confidence when low, content."""
     if record.status == "superseded":
-        when = f"superseded: true {_date(record.valid_at)} to {_date(record.invalid_at)}"
+        when = f"superseded: true {day(record.valid_at)} to {day(record.invalid_at)}"
     elif record.status == "expired":
         when = "retracted (was never true)"
     else:
-        when = f"{record.status} since {_date(record.valid_at)}"
-    confidence = f" | low confidence {record.confidence:.1f}" if record.confidence < 0.7 else ""
+        when = f"{record.status} since {day(record.valid_at)}"
+    confidence = f" | low confidence {record.confidence:.1f}" if record.confidence < LOW_CONFIDENCE else ""
     return f"[{short_id(record.id)}] {when}{confidence} | {record.content}"
 
 

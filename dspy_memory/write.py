@@ -70,8 +70,10 @@ class Writer:
         metadata: Mapping[str, Any] | None = None,
         at: TimeLike | None = None,
         infer: bool = False,
+        status: str = "pending",
     ) -> list[Episode]:
-        """Write the input as episodes, in their own transaction, before any processing."""
+        """Write the input as episodes, in their own transaction, before any processing
+        (status "done" keeps them in the log only, with no memories to make)."""
         if metadata is not None and not isinstance(metadata, Mapping):
             raise TypeError("metadata must be a dict")
         drafts = drafts_from_input(messages)
@@ -91,6 +93,7 @@ class Writer:
                 occurred_at=to_datetime(draft.at, name="at") if draft.at is not None else default_time,
                 ingested_at=ingested,
                 infer=infer,
+                status=status,
             )
             for draft in drafts
         ]
@@ -176,6 +179,9 @@ class Writer:
             self.store.episodes.mark(ids, "failed", error=reason + short_error(exc))
             raise
         with self.store.transaction():
+            # Checked again under the write lock: another writer (the background thread, a second
+            # process replaying the log) may have stored these episodes while we embedded.
+            stored = self.store.episodes.with_memories([episode.id for episode in todo]) if todo else set()
             items = [
                 NewMemory(
                     id=str(uuid.uuid4()),
@@ -191,6 +197,7 @@ class Writer:
                     episode_ids=[episode.id],
                 )
                 for episode, vector in zip(todo, vectors)
+                if episode.id not in stored
             ]
             row_ids = self.store.insert_memories(items, actor=actor)
             self.store.episodes.mark(ids, status, error=error)
@@ -275,15 +282,7 @@ class Writer:
     ) -> dict[str, Any]:
         from dspy_memory.programs import KnownMemory, Turn
 
-        limit = self.config.max_turn_chars
-        turns = [
-            Turn(
-                speaker=episode.name or episode.role or "user",
-                text=episode.content[:limit],
-                time=from_db(to_db(episode.occurred_at)).strftime("%Y-%m-%d %H:%M"),  # type: ignore[union-attr]
-            )
-            for episode in spoken
-        ]
+        turns = [Turn.of(episode, max_chars=self.config.max_turn_chars) for episode in spoken]
         existing = [
             KnownMemory(
                 alias=alias,

@@ -114,8 +114,9 @@ def run(
     threads: int = 1,
     seed: int = 0,
     out: str | Path,
+    embedder: Any = "local",
 ) -> dict[str, Any]:
-    task = get_task(name)
+    task = get_task(name, embedder=embedder)
     before = evaluate(task.make_program(), devset, lm, metric=task.metric, threads=threads)
     print(f"{name}: dev score before {optimizer}: {before:.1f} ({len(devset)} dev, {len(trainset)} train)")
     compiled = compile_program(
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     import dspy
 
-    task = get_task(args.program)
+    task = get_task(args.program, embedder=args.embedder)
     examples = task.examples(args.train or task.default_data, args.embedder)[: args.limit]
     if args.val:
         trainset, devset = examples, task.examples(args.val, args.embedder)
@@ -188,6 +189,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         threads=args.threads,
         seed=args.seed,
         out=args.out,
+        embedder=args.embedder,
     )
 
 

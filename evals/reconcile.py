@@ -64,26 +64,25 @@ def as_examples(cases: list[dict[str, Any]], program: str) -> list[Any]:
     return examples
 
 
-def oracle_lm() -> Any:
+def oracle_lm(cases: list[dict[str, Any]]) -> Any:
+    """The rule-based oracle as an LM; for the fused program it looks the facts up by turn text."""
     from dspy_memory.testing import oracle_decisions, scripted_lm
+
+    facts_by_turn = {case["turns"][-1]["text"]: case["new_facts"] for case in cases}
 
     def responder(call: Any) -> dict[str, Any]:
         facts = call.inputs.get("new_facts")
-        if facts is None:  # the fused program: the oracle needs the case's facts, found by turn text
-            facts = FACTS_BY_TURN.get(call.inputs["turns"][-1]["text"], [])
+        if facts is None:
+            facts = facts_by_turn.get(call.inputs["turns"][-1]["text"], [])
         return {"ops": oracle_decisions(facts, call.inputs["existing_memories"])}
 
     return scripted_lm(responder, model="scripted/oracle")
-
-
-FACTS_BY_TURN: dict[str, list[dict[str, Any]]] = {}
 
 
 def run(cases: list[dict[str, Any]], *, program: str, lm: Any, threads: int = 1) -> dict[str, Any]:
     from dspy_memory.lm import run_program
     from dspy_memory.programs import FactReconciler, FusedWriter
 
-    FACTS_BY_TURN.update({case["turns"][-1]["text"]: case["new_facts"] for case in cases})
     module = FactReconciler() if program == "reconcile" else FusedWriter()
     examples = as_examples(cases, program)
 
@@ -142,8 +141,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     import dspy
 
-    lm = dspy.LM(args.lm) if args.lm else oracle_lm()
-    results = run(load_cases(args.data, limit=args.limit), program=args.program, lm=lm, threads=args.threads)
+    cases = load_cases(args.data, limit=args.limit)
+    lm = dspy.LM(args.lm) if args.lm else oracle_lm(cases)
+    results = run(cases, program=args.program, lm=lm, threads=args.threads)
     results["machine"] = machine()
     results["lm"] = args.lm or "scripted oracle"
     summary = results["summary"]

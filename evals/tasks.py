@@ -70,22 +70,14 @@ def _reconcile_examples(program: str) -> Callable[[str, Any], list[Any]]:
 
 # -- extract: LoCoMo observations --------------------------------------------------------------
 
-_EMBED: dict[str, Any] = {}
-
-
-def _embed(texts: list[str]) -> Any:
-    return _EMBED["fn"](texts)
-
 
 def extract_examples(path: str, embedder: Any) -> list[Any]:
     import dspy
 
-    from dspy_memory.embed import make_embedder
     from dspy_memory.programs import Turn
     from evals.extraction import extraction_cases
     from evals.locomo import load_locomo
 
-    _EMBED["fn"] = make_embedder(embedder).embed
     return [
         dspy.Example(
             turns=[Turn(**turn) for turn in case["turns"]],
@@ -98,23 +90,36 @@ def extract_examples(path: str, embedder: Any) -> list[Any]:
     ]
 
 
-def facts_metric(example: Any, prediction: Any, trace: Any = None) -> float:
-    facts = [fact.content for fact in (prediction.facts or [])]
-    return match_facts(facts, example.reference, _embed)["f1"]
+def fact_metrics(embedder: Any) -> tuple[Callable[..., float], Callable[..., Any]]:
+    """The extraction metric and its GEPA feedback, matching facts with `embedder` (built on
+    first use: loading the model is not free)."""
+    model: dict[str, Any] = {}
 
+    def embed(texts: list[str]) -> Any:
+        if "embedder" not in model:
+            from dspy_memory.embed import make_embedder
 
-def facts_feedback(
-    gold: Any, pred: Any, trace: Any = None, pred_name: Any = None, pred_trace: Any = None
-) -> Any:
-    facts = [fact.content for fact in (pred.facts or [])]
-    result = match_facts(facts, gold.reference, _embed)
-    matched = {j for _, j, _ in result["matches"]}
-    missed = [fact for j, fact in enumerate(gold.reference) if j not in matched][:3]
-    return _prediction(
-        result["f1"],
-        f"Matched {len(matched)} of {len(gold.reference)} reference facts with {len(facts)} extracted. "
-        + (f"Missed, for example: {missed}." if missed else ""),
-    )
+            model["embedder"] = make_embedder(embedder)
+        return model["embedder"].embed(texts)
+
+    def metric(example: Any, prediction: Any, trace: Any = None) -> float:
+        facts = [fact.content for fact in (prediction.facts or [])]
+        return match_facts(facts, example.reference, embed)["f1"]
+
+    def feedback(
+        gold: Any, pred: Any, trace: Any = None, pred_name: Any = None, pred_trace: Any = None
+    ) -> Any:
+        facts = [fact.content for fact in (pred.facts or [])]
+        result = match_facts(facts, gold.reference, embed)
+        matched = {j for _, j, _ in result["matches"]}
+        missed = [fact for j, fact in enumerate(gold.reference) if j not in matched][:3]
+        return _prediction(
+            result["f1"],
+            f"Matched {len(matched)} of {len(gold.reference)} reference facts with {len(facts)} extracted. "
+            + (f"Missed, for example: {missed}." if missed else ""),
+        )
+
+    return metric, feedback
 
 
 # -- answer: LoCoMo QA with contexts from memory ----------------------------------------------
@@ -210,12 +215,13 @@ def query_feedback(
     )
 
 
-def _tasks() -> dict[str, Task]:
+def _tasks(embedder: Any) -> dict[str, Task]:
     from dspy_memory.programs import FactExtractor, FactReconciler, FusedWriter, MemoryAnswerer, QueryRewriter
     from evals.locomo import DEFAULT_DATA
     from evals.reconcile import DATA as RECONCILE
     from evals.temporal import DATA as TEMPORAL
 
+    facts_metric, facts_feedback = fact_metrics(embedder)
     return {
         "reconcile": Task(
             "reconcile",
@@ -262,8 +268,9 @@ def _tasks() -> dict[str, Task]:
 TASK_NAMES = ("answer", "extract", "query", "reconcile", "write")
 
 
-def get_task(name: str) -> Task:
-    tasks = _tasks()
+def get_task(name: str, *, embedder: Any = "local") -> Task:
+    """The task `name`; `embedder` matches facts (extract) and builds contexts (answer)."""
+    tasks = _tasks(embedder)
     if name not in tasks:
         raise ValueError(f"unknown program {name!r}; choose from {sorted(tasks)}")
     return tasks[name]

@@ -21,7 +21,7 @@ from .test_locomo import MINI
 def test_extract_and_answer_examples_and_metrics(tmp_path):
     path = tmp_path / "observed.json"
     path.write_text(json.dumps(OBSERVED))
-    extract = get_task("extract")
+    extract = get_task("extract", embedder="test:256")
     examples = extract.examples(str(path), "test:256")
     assert len(examples) == 2 and examples[0].reference
     perfect = dspy.Prediction(facts=[type("F", (), {"content": text}) for text in examples[0].reference])

@@ -53,7 +53,37 @@ def make_embedder(spec: Any = "local", *, batch_size: int = 64, cache_size: int 
     raise ValueError(f"unknown embedder {spec!r}; use one of: {', '.join(SPECS)}")
 
 
+def spec_for_recorded(name: str) -> str | None:
+    """The spec that rebuilds an embedder from the name recorded in a file, when there is one."""
+    if "|" in name:
+        return None
+    if name.startswith(("local:", "ollama:", "openai:")):
+        return name
+    if name.startswith("test-hash-v1:"):
+        return "test:" + name.rsplit(":", 1)[1]
+    return None
+
+
+def choose_embedder(given: Any, configured: str | None, recorded: str | None, *, path: str) -> Any:
+    """The embedder to open a file with: the one given, else the configured spec, else the one
+    the file was built with, else the local model."""
+    if given is not None:
+        return given
+    if configured is not None:
+        return configured
+    if recorded is not None:
+        spec = spec_for_recorded(recorded)
+        if spec is None:
+            raise ValueError(
+                f"{path} was built with embedder {recorded!r}, which cannot be rebuilt from its "
+                "name; pass the same embedder: Memory(path, embedder=...)"
+            )
+        return spec
+    return "local"
+
+
 __all__ = [
+    "choose_embedder",
     "BatchedEmbedder",
     "CallableEmbedder",
     "Embedder",

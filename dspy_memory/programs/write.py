@@ -7,10 +7,12 @@ write path (dspy_memory/write.py) finds the existing memories and applies the de
 
 from __future__ import annotations
 
+from datetime import timezone
+
 import dspy
 from pydantic import BaseModel, Field
 
-from dspy_memory.types import Fact, Op
+from dspy_memory.types import Episode, Fact, Op
 
 
 class Turn(BaseModel):
@@ -19,6 +21,15 @@ class Turn(BaseModel):
     speaker: str
     text: str
     time: str = Field(description="When it was said, YYYY-MM-DD HH:MM (UTC)")
+
+    @classmethod
+    def of(cls, episode: Episode, *, max_chars: int = 4000) -> Turn:
+        """How an episode is shown to an LM (long texts cut; the episode keeps everything)."""
+        return cls(
+            speaker=episode.name or episode.role or "user",
+            text=episode.content[:max_chars],
+            time=episode.occurred_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M"),
+        )
 
 
 class KnownMemory(BaseModel):

@@ -28,33 +28,35 @@ class Eraser:
         self._path = path
 
     @contextmanager
-    def _purging(self) -> Iterator[Any]:
-        """A transaction whose freed pages are zeroed, then compaction of what it left behind.
-        Inside a caller's transaction (the LM write path applies a DELETE with its other ops),
-        the caller runs `compact()` after its commit."""
+    def _secure_delete(self) -> Iterator[None]:
+        """Pages freed inside the block are zeroed. Inside a caller's transaction it stays on
+        until the caller's `compact()`, which purges always end with."""
         nested = self._conns.in_transaction()
         with self._conns.read() as conn:
             conn.execute("PRAGMA secure_delete = ON")
         try:
-            with self._conns.transaction() as conn:
-                yield conn
-            if not nested:
-                self.compact()
+            yield
         finally:
             if not nested:
                 with self._conns.read() as conn:
                     conn.execute("PRAGMA secure_delete = OFF")
 
+    @contextmanager
+    def _purging(self) -> Iterator[Any]:
+        """A transaction whose freed pages are zeroed, then compaction of what it left behind.
+        Inside a caller's transaction (the LM write path applies a DELETE with its other ops),
+        the caller runs `compact()` after its commit."""
+        nested = self._conns.in_transaction()
+        with self._secure_delete():
+            with self._conns.transaction() as conn:
+                yield conn
+        if not nested:
+            self.compact()
+
     def compact(self) -> None:
         """Rewrite the keyword index and checkpoint the WAL, so purged words leave the file."""
-        with self._conns.read() as conn:
-            conn.execute("PRAGMA secure_delete = ON")
-        try:
-            with self._conns.transaction() as conn:
-                self._keywords.optimize(conn)
-        finally:
-            with self._conns.read() as conn:
-                conn.execute("PRAGMA secure_delete = OFF")
+        with self._secure_delete(), self._conns.transaction() as conn:
+            self._keywords.optimize(conn)
         if self._path != ":memory:":
             with self._conns.read() as conn:
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
