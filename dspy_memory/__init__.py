@@ -16,10 +16,12 @@ from dspy_memory.errors import (
     EmbedderMismatchError,
     EmbeddingError,
     ExtensionLoadError,
+    InvalidInputError,
     LMUnavailableError,
     MemoryNotFoundError,
     SchemaError,
     ScopeError,
+    WriteConflictError,
     WriteProgramError,
 )
 from dspy_memory.lm import LocalModels, local
@@ -81,6 +83,7 @@ __all__ = [
     "Episode",
     "Event",
     "ExtensionLoadError",
+    "InvalidInputError",
     "Fact",
     "HashEmbedder",
     "Hit",
@@ -104,6 +107,7 @@ __all__ = [
     "SchemaError",
     "Scope",
     "ScopeError",
+    "WriteConflictError",
     "ScoreDetails",
     "WriteConfig",
     "WriteProgramError",

@@ -90,7 +90,22 @@ class WriteConfig(BaseModel):
     # `debounce_seconds`, or `max_wait_seconds` after its first message, or at `max_batch`.
     debounce_seconds: float = Field(2.0, ge=0)
     max_wait_seconds: float = Field(30.0, ge=0)
+    # At most this many episodes go to the LM in one call (add(), background batches and
+    # reprocess() alike); a longer input is split into several calls.
     max_batch: int = Field(20, ge=1)
+    # A batch whose prompt would exceed this many tokens (counted before the call on the
+    # rendered prompt) is split further. Small local models have small windows.
+    max_prompt_tokens: int = Field(6000, ge=500)
+    # An LM call that has not answered after this many seconds fails the batch: its episodes
+    # are kept as raw turns, marked failed, and reprocess() tries again.
+    lm_timeout_s: float = Field(120.0, gt=0)
+    # When a memory the LM acted on changed under it (another writer), the batch is planned
+    # again against fresh memories this many times, then kept as raw turns (failed).
+    max_conflict_retries: int = Field(2, ge=0)
+    # An episode being processed is claimed by one writer for this long (renewed while it
+    # works); replay and reprocess() in other processes leave claimed episodes alone, unless
+    # the claimant is a process of this machine that no longer runs.
+    claim_lease_seconds: float = Field(600.0, gt=0)
 
 
 class MemoryConfig(BaseModel):
@@ -112,7 +127,13 @@ class MemoryConfig(BaseModel):
     # dspy.configure(lm=...), if any; without one, add() stores raw turns.
     lm: str | None = None
     lm_api_base: str | None = None
+    # How omitted ids match (docs/scopes.md). "strict" (default): user_id is a wall; a call
+    # that leaves it out reaches only memories stored without a user, and get/history/update/
+    # delete by id need the owning scope (or all_scopes=True). "wildcard": omitted ids match
+    # any value, as in 0.1 (single-tenant use only).
+    scope_mode: Literal["strict", "wildcard"] = "strict"
     # Count recalls (access_count, last_accessed_at) on every search; the forgetting curve uses it.
+    # Best effort: when the file is busy, counts wait for a later write instead of failing a read.
     track_access: bool = True
     busy_timeout_ms: int = Field(10_000, ge=0)
     # Re-process episodes left pending or failed (by a crash, an unreachable embedder or LM)

@@ -23,8 +23,14 @@ class MemoryNotFoundError(DSPyMemoryError, LookupError):
     """No memory with that id exists in the requested scope."""
 
 
-class ScopeError(DSPyMemoryError, ValueError):
-    """A call did not name a scope, or named it badly."""
+class InvalidInputError(DSPyMemoryError, ValueError, TypeError):
+    """An argument was refused (wrong type, out of range, not valid text). Nothing was stored.
+    It is also a ValueError and a TypeError, so code written against either keeps working."""
+
+
+class ScopeError(InvalidInputError):
+    """A call did not name a scope, named it badly, or (in strict scope mode) reached for a
+    memory by id without the scope that owns it."""
 
 
 class SchemaError(DSPyMemoryError):
@@ -42,6 +48,12 @@ class WriteProgramError(DSPyMemoryError):
     def __init__(self, message: str, *, usage: object = None) -> None:
         super().__init__(message)
         self.usage = usage
+
+
+class WriteConflictError(DSPyMemoryError):
+    """What the write program decided no longer fits the file: a memory it acted on changed, or
+    another writer added a fact to the same slot, after the LM read them. The write path
+    re-plans against fresh memories (bounded) and otherwise keeps the input as raw turns."""
 
 
 class BlockError(DSPyMemoryError, ValueError):
