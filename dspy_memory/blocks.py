@@ -22,8 +22,9 @@ def _label(label: str) -> str:
 class CoreMemory:
     """`memory.blocks`: create, read and edit core-memory blocks of a scope."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, any_user: bool = False) -> None:
         self._store = store
+        self._any_user = any_user  # `list` without user_id reaches every user (wildcard mode)
 
     def set(
         self,
@@ -71,8 +72,9 @@ class CoreMemory:
     def list(
         self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
     ) -> list[Block]:
-        """The blocks of a scope (omitted ids match anything), oldest first."""
-        return self._store.blocks.list(Scope.of(user_id, agent_id, run_id))
+        """The blocks of a scope, oldest first. Omitted agent_id and run_id match any; an
+        omitted user_id matches blocks without a user (strict scope mode; docs/scopes.md)."""
+        return self._store.blocks.list(Scope.of(user_id, agent_id, run_id, any_user=self._any_user))
 
     def append(
         self,

@@ -30,6 +30,11 @@ def _scope(args: argparse.Namespace) -> dict[str, str | None]:
     return {"user_id": args.user, "agent_id": args.agent, "run_id": args.run}
 
 
+def _owner(args: argparse.Namespace) -> dict[str, Any]:
+    """The scope of a by-id command: --user/--agent/--run, or --all-scopes (docs/scopes.md)."""
+    return {**_scope(args), "all_scopes": args.all_scopes}
+
+
 def _print(value: Any, as_json: bool) -> None:
     if as_json:
         print(json.dumps(value, indent=2, default=str, ensure_ascii=False))
@@ -77,7 +82,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_get(args: argparse.Namespace) -> int:
     with _memory(args) as memory:
-        record = memory.get(args.memory_id, **_scope(args))
+        record = memory.get(args.memory_id, **_owner(args))
         if record is None:
             print(f"no memory with id {args.memory_id}", file=sys.stderr)
             return 1
@@ -103,7 +108,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     with _memory(args) as memory:
-        events = memory.history(args.memory_id, **_scope(args))
+        events = memory.history(args.memory_id, **_owner(args))
+        if not events:
+            print(f"no history for id {args.memory_id} in this scope", file=sys.stderr)
+            return 1
         if args.json:
             _print([event.model_dump(mode="json") for event in events], True)
         for event in [] if args.json else events:
@@ -120,7 +128,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_update(args: argparse.Namespace) -> int:
     with _memory(args) as memory:
-        record = memory.update(args.memory_id, args.content, reason=args.reason, **_scope(args))
+        record = memory.update(args.memory_id, args.content, reason=args.reason, **_owner(args))
         _print(
             record.model_dump(mode="json") if args.json else f"v{record.version} {record.content}", args.json
         )
@@ -129,7 +137,7 @@ def cmd_update(args: argparse.Namespace) -> int:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     with _memory(args) as memory:
-        result = memory.delete(args.memory_id, **_scope(args))
+        result = memory.delete(args.memory_id, **_owner(args))
         _print(result.counts, args.json)
     return 0
 
@@ -256,6 +264,16 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--run", default=None, help="run_id of the scope")
         return p
 
+    def by_id(name: str, help_text: str, func: Any) -> argparse.ArgumentParser:
+        p = command(name, help_text, func)
+        p.add_argument("memory_id")
+        p.add_argument(
+            "--all-scopes",
+            action="store_true",
+            help="reach the memory in any scope (without it, give the scope that owns it)",
+        )
+        return p
+
     demo = sub.add_parser(
         "demo",
         help="tour memory on a shipped conversation (raw mode offline; the LM path with --lm)",
@@ -283,24 +301,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--as-of", default=None, help="what was true at this world time")
     p.add_argument("--known-at", default=None, help="what the system believed at this time")
 
-    p = command("get", "show one memory", cmd_get)
-    p.add_argument("memory_id")
+    by_id("get", "show one memory", cmd_get)
 
     p = command("list", "list memories of a scope, newest first", cmd_list)
     p.add_argument("--limit", type=int, default=100)
     p.add_argument("--offset", type=int, default=0)
     p.add_argument("--as-of", default=None)
 
-    p = command("history", "show how a memory changed", cmd_history)
-    p.add_argument("memory_id")
+    by_id("history", "show how a memory changed", cmd_history)
 
-    p = command("update", "correct a memory's text (keeps the old version)", cmd_update)
-    p.add_argument("memory_id")
+    p = by_id("update", "correct a memory's text (keeps the old version)", cmd_update)
     p.add_argument("content")
     p.add_argument("--reason", default=None)
 
-    p = command("delete", "forget one memory for good", cmd_delete)
-    p.add_argument("memory_id")
+    by_id("delete", "forget one memory for good", cmd_delete)
 
     p = command("timeline", "show how facts about a subject changed", cmd_timeline)
     p.add_argument("--subject", default=None, help="entity name, e.g. Ada")

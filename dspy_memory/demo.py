@@ -119,7 +119,7 @@ def _run_lm_demo(path: str, *, embedder: Any, lm: Any, out: TextIO) -> dict[str,
         for record in memory.timeline(subject="Ada", user_id=user):
             if record.superseded_by is None:
                 continue
-            newer = memory.get(record.superseded_by)
+            newer = memory.get(record.superseded_by, user_id=user)
             until = day(record.invalid_at, "-") if record.status == "superseded" else "(corrected)"
             print(f"   {day(record.valid_at, '-')} .. {until}  {record.content}", file=out)
             print(
@@ -202,9 +202,10 @@ def _run_raw_demo(path: str, *, embedder: Any, out: TextIO) -> dict[str, Any]:
             cat.id,
             cat.content.replace("Miso", "Mochi"),
             reason="Ada: my cat is called Mochi, not Miso",
+            user_id=user,
         )
         print("\n4. A correction: Ada's cat is called Mochi. update() keeps the old version:", file=out)
-        for event in memory.history(cat.id):
+        for event in memory.history(cat.id, user_id=user):
             change = (
                 f'"{event.old_content}" -> "{event.new_content}"'
                 if event.old_content
@@ -243,5 +244,5 @@ def _run_raw_demo(path: str, *, embedder: Any, out: TextIO) -> dict[str, Any]:
             "corrected": corrected.content,
             "believed": [hit.content for hit in believed],
             "current": [hit.content for hit in current],
-            "history": [event.event for event in memory.history(cat.id)],
+            "history": [event.event for event in memory.history(cat.id, user_id=user)],
         }

@@ -12,7 +12,7 @@ from dspy_memory.background import BackgroundWriter
 from dspy_memory.blocks import CoreMemory
 from dspy_memory.config import MemoryConfig
 from dspy_memory.embed import Embedder, choose_embedder, make_embedder
-from dspy_memory.errors import LMUnavailableError, MemoryNotFoundError
+from dspy_memory.errors import LMUnavailableError, MemoryNotFoundError, ScopeError
 from dspy_memory.inputs import MessagesInput
 from dspy_memory.lm import make_lm, resolve_lm
 from dspy_memory.profile import Profiles, ProfileUpdate
@@ -37,10 +37,10 @@ from dspy_memory.write import Writer
 logger = logging.getLogger("dspy_memory")
 
 
-def _optional_scope(user_id: str | None, agent_id: str | None, run_id: str | None) -> Scope | None:
-    if user_id is None and agent_id is None and run_id is None:
-        return None
-    return Scope.of(user_id, agent_id, run_id)
+_NEEDS_SCOPE = (
+    "{method}() needs the scope that owns the memory: pass user_id= (and agent_id=/run_id= if it "
+    "was stored with them), or all_scopes=True to reach any scope"
+)
 
 
 class Memory:
@@ -60,6 +60,11 @@ class Memory:
     (write.json, extract.json, reconcile.json from `python -m evals.optimize`) to load.
     `profile_schema` (a pydantic model) enables one profile document per scope (`profile()`,
     `update_profile()`).
+
+    Scopes are walls (docs/scopes.md): with the default `scope_mode="strict"` a call that leaves
+    out user_id reaches only memories stored without a user, and `get`, `history`, `update` and
+    `delete` by id need the scope that owns the id (or `all_scopes=True`).
+    `scope_mode="wildcard"` makes omitted ids match any value, as in 0.1 (single tenant only).
     """
 
     def __init__(
@@ -116,7 +121,7 @@ class Memory:
             self.store.close()
             raise
         self._lm = lm if lm is not None else (make_lm(config.lm, config.lm_api_base) if config.lm else None)
-        self.blocks = CoreMemory(self.store)
+        self.blocks = CoreMemory(self.store, any_user=config.scope_mode == "wildcard")
         self.profiles = Profiles(self.store, profile_schema)
         self._retriever = Retriever(self.store, self.embedder, retrieval, track_access=config.track_access)
         self._writer = Writer(self.store, self.embedder, self._retriever, config.write, program=write_program)
@@ -215,11 +220,13 @@ class Memory:
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
+        all_scopes: bool = False,
     ) -> MemoryRecord:
-        """Correct a memory's text. The old version is kept (expired) and an UPDATE is logged."""
+        """Correct a memory's text. The old version is kept (expired) and an UPDATE is logged.
+        Pass the scope that owns the memory, or all_scopes=True (docs/scopes.md)."""
         if not isinstance(content, str) or not content.strip():
             raise ValueError("update() needs the new content as a non-empty string")
-        scope = _optional_scope(user_id, agent_id, run_id)
+        scope = self._owning_scope("update", user_id, agent_id, run_id, all_scopes)
         current = self.store.get_memory(memory_id, scope=scope)
         if current is None or current.status == "expired":
             raise MemoryNotFoundError(f"no current memory with id {memory_id!r}")
@@ -243,11 +250,13 @@ class Memory:
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
+        all_scopes: bool = False,
     ) -> DeleteResult:
         """Forget a memory for good: every version, its vectors and keyword entries, its source
         episodes and entities (unless other memories refer to them) and the content of its
-        history."""
-        result = self.store.erase.memory(memory_id, scope=_optional_scope(user_id, agent_id, run_id))
+        history. Pass the scope that owns the memory, or all_scopes=True (docs/scopes.md)."""
+        scope = self._owning_scope("delete", user_id, agent_id, run_id, all_scopes)
+        result = self.store.erase.memory(memory_id, scope=scope)
         self._drop_cached_vectors()
         return result
 
@@ -255,8 +264,9 @@ class Memory:
         self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
     ) -> DeleteResult:
         """Erase everything stored for a scope (the GDPR path): memories, vectors, keyword
-        entries, episodes, events, entities and blocks."""
-        result = self.store.erase.scope(Scope.of(user_id, agent_id, run_id))
+        entries, episodes, events, entities and blocks. The scope is read as `search` reads it
+        (docs/scopes.md): in strict mode, leaving out user_id erases only user-less data."""
+        result = self.store.erase.scope(self._read_scope(user_id, agent_id, run_id))
         self._drop_cached_vectors()
         return result
 
@@ -280,9 +290,33 @@ class Memory:
 
         By default only what is true now; `as_of` asks what was true at a world time,
         `known_at` what the system believed at a system time. Recipes: "hybrid" (default),
-        "dense", "keyword".
+        "dense", "keyword". Leaving out user_id searches memories stored without a user
+        (strict scope mode; docs/scopes.md); agent_id and run_id left out match any.
         """
-        scope = Scope.of(user_id, agent_id, run_id)
+        return self._search_in(
+            self._read_scope(user_id, agent_id, run_id),
+            query,
+            k=k,
+            recipe=recipe,
+            as_of=as_of,
+            known_at=known_at,
+            kinds=kinds,
+            filters=filters,
+        )
+
+    def _search_in(
+        self,
+        scope: Scope,
+        query: str,
+        *,
+        k: int = 10,
+        recipe: str | Recipe = "hybrid",
+        as_of: TimeLike | None = None,
+        known_at: TimeLike | None = None,
+        kinds: Sequence[str] | None = None,
+        filters: dict[str, Any] | None = None,
+    ) -> list[Hit]:
+        # `search` over a scope built by the caller (tools bind an exact scope in every mode).
         view = TimeView.at(as_of=as_of, known_at=known_at)
         return self._retriever.search(
             query, scope, k=k, recipe=recipe, view=view, kinds=kinds, filters=filters
@@ -295,11 +329,14 @@ class Memory:
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
+        all_scopes: bool = False,
     ) -> MemoryRecord | None:
         """The current version of a memory (or its last version, marked expired); None if
-        there is no such memory in the scope."""
+        there is no such memory in the scope. Pass the scope that owns the memory, or
+        all_scopes=True (docs/scopes.md)."""
+        scope = self._owning_scope("get", user_id, agent_id, run_id, all_scopes)
         self._retriever.flush()
-        return self.store.get_memory(memory_id, scope=_optional_scope(user_id, agent_id, run_id))
+        return self.store.get_memory(memory_id, scope=scope)
 
     def get_all(
         self,
@@ -318,7 +355,7 @@ class Memory:
         for name, value, low in (("limit", limit, 1), ("offset", offset, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-        scope = Scope.of(user_id, agent_id, run_id)
+        scope = self._read_scope(user_id, agent_id, run_id)
         view = TimeView.at(as_of=as_of, known_at=known_at)
         predicate = self.store.memory_predicate(scope, view, kinds, filters)
         self._retriever.flush()
@@ -331,9 +368,12 @@ class Memory:
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
+        all_scopes: bool = False,
     ) -> list[Event]:
-        """How a memory changed: its ADD, UPDATE, INVALIDATE, ... events, oldest first."""
-        return self.store.history(memory_id, scope=_optional_scope(user_id, agent_id, run_id))
+        """How a memory changed: its ADD, UPDATE, INVALIDATE, ... events, oldest first. Pass
+        the scope that owns the memory, or all_scopes=True (docs/scopes.md)."""
+        scope = self._owning_scope("history", user_id, agent_id, run_id, all_scopes)
+        return self.store.history(memory_id, scope=scope)
 
     def timeline(
         self,
@@ -351,7 +391,7 @@ class Memory:
             raise ValueError("timeline() needs subject=, predicate= or both")
         view = TimeView.at(known_at=known_at)
         return self.store.graph.timeline(
-            Scope.of(user_id, agent_id, run_id), view, subject=subject, predicate=predicate
+            self._read_scope(user_id, agent_id, run_id), view, subject=subject, predicate=predicate
         )
 
     def graph(
@@ -365,7 +405,7 @@ class Memory:
     ) -> EntityEdges:
         """An entity's edges: memories in which it is the subject or the object, current and
         past, with their validity dates."""
-        scope = Scope.of(user_id, agent_id, run_id)
+        scope = self._read_scope(user_id, agent_id, run_id)
         entities = self.store.graph.entities(entity, scope)
         edges = self.store.graph.edges([e.id for e in entities], scope, TimeView.at(known_at=known_at))
         return EntityEdges(entity=entity, entities=entities, edges=edges)
@@ -387,11 +427,10 @@ class Memory:
         compress=True summarizes what did not fit with the LM (one call)."""
         from dspy_memory.context import ContextBuilder, lm_compressor
 
-        scope = Scope.of(user_id, agent_id, run_id)
-        ids = scope.model_dump()
+        scope = self._read_scope(user_id, agent_id, run_id)
 
         def search(text: str, *, k: int, as_of: Any, kinds: Sequence[str]) -> list[Hit]:
-            return self.search(text, k=k, as_of=as_of, kinds=kinds, **ids)
+            return self._search_in(scope, text, k=k, as_of=as_of, kinds=kinds)
 
         builder = ContextBuilder(self.store, search)
         summarize = lm_compressor(self._lm_for(True), query) if compress else None
@@ -416,7 +455,7 @@ class Memory:
         return answer_question(
             self,
             question,
-            Scope.of(user_id, agent_id, run_id),
+            self._read_scope(user_id, agent_id, run_id),
             lm=self._lm_for(True),
             budget_tokens=budget_tokens,
             as_of=as_of,
@@ -459,7 +498,9 @@ class Memory:
         allow: Sequence[str] | None = None,
     ) -> list[Any]:
         """Tools for `dspy.ReAct` bound to this scope: recall, remember, revise, forget,
-        memory_history, core_memory_append, core_memory_replace (`allow` picks some).
+        memory_history, core_memory_append, core_memory_replace (`allow` picks some). The
+        scope is exact in every scope mode: tools(agent_id="x") reaches only agent x's
+        memories stored without a user (docs/scopes.md).
 
         >>> agent = dspy.ReAct("question -> answer", tools=memory.tools(user_id="ada"))
         """
@@ -472,6 +513,29 @@ class Memory:
         return {**self.store.stats(), "writes": self.store.runs.totals()}
 
     # -- plumbing ------------------------------------------------------------------------------
+
+    def _read_scope(self, user_id: Any, agent_id: Any, run_id: Any) -> Scope:
+        """The scope a read names (docs/scopes.md): in strict mode an omitted user_id means
+        "stored without a user"; in wildcard mode it matches any user."""
+        return Scope.of(user_id, agent_id, run_id, any_user=self.config.scope_mode == "wildcard")
+
+    def _owning_scope(
+        self, method: str, user_id: Any, agent_id: Any, run_id: Any, all_scopes: bool
+    ) -> Scope | None:
+        """The scope a by-id call must match; None reaches any scope (all_scopes=True, or no
+        scope at all in wildcard mode). Strict mode refuses a call without a scope."""
+        named = user_id is not None or agent_id is not None or run_id is not None
+        if not isinstance(all_scopes, bool):
+            raise ScopeError(f"all_scopes must be True or False, not {type(all_scopes).__name__}")
+        if all_scopes:
+            if named:
+                raise ScopeError(f"{method}(): pass the scope or all_scopes=True, not both")
+            return None
+        if not named and self.config.scope_mode == "wildcard":
+            return None
+        if not named:
+            raise ScopeError(_NEEDS_SCOPE.format(method=method))
+        return self._read_scope(user_id, agent_id, run_id)
 
     def _drop_cached_vectors(self) -> None:
         # The embedding cache is keyed by content; after a purge none of it may stay in memory.

@@ -1,9 +1,10 @@
 """Memory as tools for `dspy.ReAct`: typed functions with docstrings a model can use well.
 
 The scope is bound when the tools are made, so a model can never read or write another
-user's memories. Every tool returns a short text: results carry ids (first 8 characters),
-dates and status so the agent can reason about time; failures come back as "error: ..."
-instead of a traceback.
+user's memories. It is exact in every scope mode (docs/scopes.md): tools bound to
+agent_id="x" alone reach agent x's memories stored without a user, never its users'. Every
+tool returns a short text: results carry ids (first 8 characters), dates and status so the
+agent can reason about time; failures come back as "error: ..." instead of a traceback.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def make_tools(memory: Memory, scope: Scope, allow: Iterable[str] | None = None)
         Returns what is true now, or with `as_of` (a date, YYYY-MM-DD) what was true then. Each
         line shows the memory id, whether it is current or superseded with its dates, and the
         fact. Use it before answering questions about the user or past events."""
-        hits = memory.search(query, k=max(1, min(int(k), 20)), as_of=as_of or None, **ids)
+        hits = memory._search_in(scope, query, k=max(1, min(int(k), 20)), as_of=as_of or None)
         if not hits:
             return "no memories found" + (f" for {as_of}" if as_of else "")
         header = f"{len(hits)} memories" + (f" true on {as_of}" if as_of else " (current)")

@@ -26,13 +26,18 @@ _MAX_ID_LEN = 256
 
 
 class Scope(BaseModel):
-    """Who a memory belongs to. Omitted ids are wildcards when reading; at least one is required."""
+    """Who a memory belongs to; at least one id is required. When reading (docs/scopes.md),
+    user_id is a wall: an omitted user_id matches only memories stored without a user, unless
+    `any_user` (wildcard scope mode only); omitted agent_id and run_id match any value."""
 
     model_config = ConfigDict(frozen=True)
 
     user_id: str | None = None
     agent_id: str | None = None
     run_id: str | None = None
+    # Omitted user_id matches any user (the "wildcard" scope mode only). Never dumped, so a
+    # scope's ids can be passed on as keyword arguments without widening it by accident.
+    any_user: bool = Field(False, exclude=True)
 
     @field_validator("user_id", "agent_id", "run_id", mode="before")
     @classmethod
@@ -55,10 +60,12 @@ class Scope(BaseModel):
         return self
 
     @classmethod
-    def of(cls, user_id: Any = None, agent_id: Any = None, run_id: Any = None) -> Scope:
+    def of(
+        cls, user_id: Any = None, agent_id: Any = None, run_id: Any = None, *, any_user: bool = False
+    ) -> Scope:
         """Build a scope, raising ScopeError (not a pydantic error) when it is invalid."""
         try:
-            return cls(user_id=user_id, agent_id=agent_id, run_id=run_id)
+            return cls(user_id=user_id, agent_id=agent_id, run_id=run_id, any_user=any_user)
         except ValidationError as exc:
             error = exc.errors()[0]
             cause = error.get("ctx", {}).get("error")

@@ -45,15 +45,15 @@ def main(embedder: str | None = None) -> dict[str, list[str]]:
 
         seat = memory.search("seat preference", user_id="sam", k=1)[0]
         believed_at = datetime.now(timezone.utc)
-        memory.update(seat.id, "Sam: I always book window seats.", reason="Sam corrected it")
-        for event in memory.history(seat.id):
+        memory.update(seat.id, "Sam: I always book window seats.", reason="Sam corrected it", user_id="sam")
+        for event in memory.history(seat.id, user_id="sam"):
             print(f"  {event.event}: {event.new_content}")
         then = memory.search("seat preference", user_id="sam", k=1, known_at=believed_at)
         return {
             "now": [hit.content for hit in now],
             "before": [hit.content for hit in before],
             "then": [hit.content for hit in then],
-            "current": [memory.get(seat.id).content],
+            "current": [memory.get(seat.id, user_id="sam").content],
         }
 
 

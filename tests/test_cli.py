@@ -28,14 +28,15 @@ def test_add_search_update_history_delete(tmp_path, capsys):
     assert main(["search", "Denver", "--user", "ada", "--json", *base]) == 0
     [hit] = json.loads(capsys.readouterr().out)
     assert hit["memory"]["id"] == memory_id and hit["memory"]["valid_at"].startswith("2024-05-02")
-    assert main(["update", memory_id, "I moved to Boulder.", "--reason", "wrong city", "--db", db]) == 0
+    ada = ["--user", "ada", "--db", db]
+    assert main(["update", memory_id, "I moved to Boulder.", "--reason", "wrong city", *ada]) == 0
     capsys.readouterr()
-    assert main(["history", memory_id, "--db", db]) == 0
+    assert main(["history", memory_id, *ada]) == 0
     out = capsys.readouterr().out
     assert "ADD" in out and "UPDATE" in out and "wrong city" in out
     assert main(["list", "--user", "ada", "--db", db]) == 0
     assert "Boulder" in capsys.readouterr().out
-    assert main(["get", memory_id, "--db", db, "--json"]) == 0
+    assert main(["get", memory_id, *ada, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["version"] == 2
     assert main(["context", "where does ada live", "--user", "ada", "--budget", "200", "--db", db]) == 0
     out, err = capsys.readouterr()
@@ -44,7 +45,7 @@ def test_add_search_update_history_delete(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["tables"]["memories"] == 2
     assert main(["delete-scope", "--user", "ada", "--db", db]) == 0
     capsys.readouterr()
-    assert main(["get", memory_id, "--db", db]) == 1
+    assert main(["get", memory_id, "--all-scopes", "--db", db]) == 1
 
 
 def test_errors_are_short_messages_not_tracebacks(tmp_path, capsys):

@@ -129,16 +129,17 @@ def test_scope_isolation_is_enforced_everywhere(memory):
     with pytest.raises(MemoryNotFoundError):
         memory.delete(ada.id, user_id="bob")
     assert memory.history(ada.id, user_id="bob") == []
-    assert memory.get(ada.id).content.startswith("Ada's secret")
+    assert memory.get(ada.id, user_id="ada").content.startswith("Ada's secret")
 
 
-def test_omitted_scope_ids_are_wildcards(memory):
+def test_omitted_agent_and_run_ids_are_wildcards_within_the_user(memory):
     memory.add("run one note", user_id="ada", run_id="r1")
     memory.add("run two note", user_id="ada", run_id="r2")
     memory.add("agent note", user_id="ada", agent_id="planner")
     assert len(memory.get_all(user_id="ada")) == 3
     assert [m.content for m in memory.get_all(user_id="ada", run_id="r2")] == ["run two note"]
-    assert {h.content for h in memory.search("note", run_id="r1")} == {"run one note"}
+    assert {h.content for h in memory.search("note", user_id="ada", run_id="r1")} == {"run one note"}
+    assert memory.search("note", run_id="r1") == []  # no user_id: memories stored without one
     assert {h.content for h in memory.search("note", user_id="ada", agent_id="planner")} == {"agent note"}
 
 
@@ -180,28 +181,28 @@ def test_get_all_filters_kinds_and_paging(memory):
 
 def test_update_keeps_versions_and_logs_history(memory):
     original = memory.add("Ada lives in Boston.", user_id="ada", at="2024-01-01").memories[0]
-    updated = memory.update(original.id, "Ada lives in Denver.", reason="she moved")
+    updated = memory.update(original.id, "Ada lives in Denver.", reason="she moved", user_id="ada")
     assert updated.id == original.id and updated.version == 2 and updated.status == "current"
-    assert memory.get(original.id).content == "Ada lives in Denver."
+    assert memory.get(original.id, user_id="ada").content == "Ada lives in Denver."
     assert [h.content for h in memory.search("Ada lives", user_id="ada")] == ["Ada lives in Denver."]
-    events = memory.history(original.id)
+    events = memory.history(original.id, user_id="ada")
     assert [e.event for e in events] == ["ADD", "UPDATE"]
     assert events[1].old_content == "Ada lives in Boston." and events[1].new_content == "Ada lives in Denver."
     assert events[1].reason == "she moved" and events[1].version == 2
     # The update re-embedded the memory: the new text is what dense search finds.
     assert memory.search("Denver", user_id="ada", recipe="dense")[0].content == "Ada lives in Denver."
     # Same text again changes nothing.
-    assert memory.update(original.id, "Ada lives in Denver.").version == 2
+    assert memory.update(original.id, "Ada lives in Denver.", user_id="ada").version == 2
     with pytest.raises(ValueError):
-        memory.update(original.id, "  ")
+        memory.update(original.id, "  ", user_id="ada")
     with pytest.raises(MemoryNotFoundError):
-        memory.update("no-such-id", "x")
+        memory.update("no-such-id", "x", user_id="ada")
 
 
 def test_known_at_sees_what_was_believed_then(memory):
     original = memory.add("The meeting is on Monday.", user_id="ada").memories[0]
     before = datetime.now(timezone.utc)
-    memory.update(original.id, "The meeting is on Tuesday.")
+    memory.update(original.id, "The meeting is on Tuesday.", user_id="ada")
     assert [h.content for h in memory.search("meeting", user_id="ada", known_at=before)] == [
         "The meeting is on Monday."
     ]
@@ -226,24 +227,24 @@ def test_as_of_sees_what_was_true_at_a_world_time(memory):
 def test_delete_forgets_one_memory(memory):
     keep = memory.add("keep me", user_id="ada").memories[0]
     drop = memory.add("the secret word is aubergine", user_id="ada").memories[0]
-    memory.update(drop.id, "the secret word is zucchini")
-    result = memory.delete(drop.id)
+    memory.update(drop.id, "the secret word is zucchini", user_id="ada")
+    result = memory.delete(drop.id, user_id="ada")
     assert result.counts["memories"] == 2 and result.counts["vectors"] == 2 and result.counts["episodes"] == 1
-    assert memory.get(drop.id) is None
+    assert memory.get(drop.id, user_id="ada") is None
     assert memory.search("secret word", user_id="ada", recipe="keyword") == []
-    events = memory.history(drop.id)
+    events = memory.history(drop.id, user_id="ada")
     assert events[-1].event == "DELETE"
     assert all(e.old_content is None and e.new_content is None for e in events)
-    assert memory.get(keep.id).content == "keep me"
+    assert memory.get(keep.id, user_id="ada").content == "keep me"
     with pytest.raises(MemoryNotFoundError):
-        memory.delete(drop.id)
+        memory.delete(drop.id, user_id="ada")
 
 
 def test_access_statistics_count_recalls(memory):
     record = memory.add("Pixel is a beagle.", user_id="ada").memories[0]
     for _ in range(3):
         memory.search("beagle", user_id="ada")
-    fetched = memory.get(record.id)
+    fetched = memory.get(record.id, user_id="ada")
     assert fetched.access_count == 3 and fetched.last_accessed_at is not None
 
 

@@ -54,7 +54,10 @@ def fill(memory):
         )
         ada.extend(result.memories)
     memory.update(
-        ada[0].id, f"My password hint is {SECRET_WORDS[0]} twice.", reason=f"because {SECRET_WORDS[1]}"
+        ada[0].id,
+        f"My password hint is {SECRET_WORDS[0]} twice.",
+        reason=f"because {SECRET_WORDS[1]}",
+        user_id=SECRET_USER,
     )
     memory.search(SECRET_WORDS[2], user_id=SECRET_USER)
     memory.add("Bob keeps his own notes about gardening.", user_id="bob")
@@ -71,7 +74,8 @@ def test_delete_scope_leaves_nothing_of_the_user(db_path):
         assert result.counts["memory_events"] >= 4 and result.counts["vectors"] == 4
         assert memory.get_all(user_id=SECRET_USER) == []
         assert memory.search(SECRET_WORDS[0], user_id=SECRET_USER) == []
-        assert memory.get(ada[0].id) is None and memory.history(ada[0].id) == []
+        assert memory.get(ada[0].id, all_scopes=True) is None
+        assert memory.history(ada[0].id, all_scopes=True) == []
         # The other user is untouched.
         assert memory.search("gardening", user_id="bob")[0].content.startswith("Bob keeps")
         assert leaks(db_path, (*SECRET_WORDS, SECRET_USER), vectors) == []
@@ -99,10 +103,14 @@ def test_delete_scope_by_run_only_removes_that_run(memory):
 def test_delete_one_memory_erases_its_content_everywhere(db_path):
     with Memory(db_path, embedder=HashEmbedder(64)) as memory:
         ada, vectors = fill(memory)
-        memory.delete(ada[0].id)
+        memory.delete(ada[0].id, user_id=SECRET_USER)
         remaining = {m.id for m in memory.get_all(user_id=SECRET_USER)}
         assert remaining == {ada[1].id, ada[2].id}
         # Its words (all versions, the update reason, the metadata) are gone; the others stay.
         assert leaks(db_path, (SECRET_WORDS[0],), vectors[:1]) == []
         assert leaks(db_path, (SECRET_WORDS[2],), ())
-        assert [e.event for e in memory.history(ada[0].id)] == ["ADD", "UPDATE", "DELETE"]
+        assert [e.event for e in memory.history(ada[0].id, user_id=SECRET_USER)] == [
+            "ADD",
+            "UPDATE",
+            "DELETE",
+        ]

@@ -64,7 +64,7 @@ def test_code_cache_follows_writes_from_other_connections(db_path):
     assert reader.search("zeppelins", user_id="u", k=1, recipe="dense")[0].id == added.id
     block = reader.store.vectors.cache._blocks["u"]
     assert block.size == 21  # appended, not reloaded from scratch
-    writer.delete(added.id)
+    writer.delete(added.id, user_id="u")
     hits = reader.search("zeppelins", user_id="u", k=50, recipe="dense")
     assert added.id not in {h.id for h in hits}
     assert reader.store.vectors.cache._blocks["u"].size == 20

@@ -87,7 +87,9 @@ def test_hostile_answers_never_crash_lose_data_or_cross_scopes(seeded, kind):
     lm = scripted_lm(HOSTILE[kind])
     with Memory(seeded, embedder=HashEmbedder(64), lm=lm) as memory:
         bob_before = [(r.id, r.version, r.content) for r in memory.get_all(user_id="bob")]
-        bob_events = [e.event for r in memory.get_all(user_id="bob") for e in memory.history(r.id)]
+        bob_events = [
+            e.event for r in memory.get_all(user_id="bob") for e in memory.history(r.id, user_id="bob")
+        ]
         ada_before = {r.id: r.content for r in memory.get_all(user_id="ada")}
         text = "Ada: I like tea. Ada lives in Denver."
         result = memory.add(text, user_id="ada")  # must not raise
@@ -97,7 +99,9 @@ def test_hostile_answers_never_crash_lose_data_or_cross_scopes(seeded, kind):
         assert episode.content == text
         # Nothing outside the scope touched.
         assert [(r.id, r.version, r.content) for r in memory.get_all(user_id="bob")] == bob_before
-        assert [e.event for r in memory.get_all(user_id="bob") for e in memory.history(r.id)] == bob_events
+        assert [
+            e.event for r in memory.get_all(user_id="bob") for e in memory.history(r.id, user_id="bob")
+        ] == bob_events
         # Ada's existing memories are all still there (no deletions were requested).
         ada_after = {r.id: r.content for r in memory.get_all(user_id="ada")}
         assert set(ada_before) <= set(ada_after)
@@ -162,8 +166,8 @@ def test_reprocess_extracts_failed_episodes_and_retires_their_raw_turns(db_path)
         assert result.error is None and [op.action for op in result.ops] == ["ADD"]
         assert [e.status for e in result.episodes] == ["done"]
         assert [hit.content for hit in memory.search("Denver", user_id="ada")] == ["Ada lives in Denver."]
-        assert memory.get(turn.id).status == "expired"
-        assert [e.event for e in memory.history(turn.id)] == ["ADD", "MERGE"]
+        assert memory.get(turn.id, user_id="ada").status == "expired"
+        assert [e.event for e in memory.history(turn.id, user_id="ada")] == ["ADD", "MERGE"]
         assert memory.reprocess() == []
 
 

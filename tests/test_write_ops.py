@@ -57,7 +57,7 @@ def test_update_refines_a_true_memory_as_a_new_version(cheesy):
     [after] = result.memories
     assert (after.id, after.version, after.content) == (before.id, 2, "Ada likes cheddar and brie cheese.")
     assert after.valid_at == before.valid_at  # a refinement does not move when it became true
-    [add, update] = cheesy.history(before.id)
+    [add, update] = cheesy.history(before.id, user_id="ada")
     assert (update.event, update.old_content, update.new_content, update.reason) == (
         "UPDATE",
         "Ada likes cheddar cheese.",
@@ -83,10 +83,11 @@ def test_delete_on_an_explicit_request_purges(cheesy):
     [before] = cheesy.get_all(user_id="ada")
     result = cheesy.add("Ada: please forget what I said about cheese.", user_id="ada")
     assert [(op.action, op.memory_id) for op in result.ops] == [("DELETE", before.id)]
-    assert cheesy.get(before.id) is None
+    assert cheesy.get(before.id, user_id="ada") is None
     assert cheesy.search("cheddar", user_id="ada") == []
-    assert [e.event for e in cheesy.history(before.id)][-1] == "DELETE"
-    assert all(e.old_content is None and e.new_content is None for e in cheesy.history(before.id))
+    assert [e.event for e in cheesy.history(before.id, user_id="ada")][-1] == "DELETE"
+    events = cheesy.history(before.id, user_id="ada")
+    assert all(e.old_content is None and e.new_content is None for e in events)
     # Its entities went with it (no other memory names them).
     assert cheesy.graph("cheese", user_id="ada").entities == []
     assert cheesy.graph("Ada", user_id="ada").entities == []
@@ -99,7 +100,7 @@ def test_a_purge_keeps_entities_other_memories_still_name(cheesy):
     with Memory(cheesy.config, lm=tea) as other:
         other.add("Ada: tea", user_id="ada")
         [record] = [m for m in other.get_all(user_id="ada") if "cheddar" in m.content]
-        other.delete(record.id)
+        other.delete(record.id, user_id="ada")
         assert [e.name for e in other.graph("Ada", user_id="ada").entities] == ["Ada"]
         assert other.graph("cheese", user_id="ada").entities == []
 

@@ -66,13 +66,13 @@ def test_home_city_over_three_sessions_answers_as_of_each_date(homes):
 
 def test_history_shows_both_transitions(homes):
     boston, denver, _ = homes.timeline(subject="ada", predicate="Lives In", user_id="ada")
-    first = homes.history(boston.id)
+    first = homes.history(boston.id, user_id="ada")
     assert [(e.event, e.old_content, e.new_content) for e in first] == [
         ("ADD", None, "Ada lives in Boston."),
         ("INVALIDATE", "Ada lives in Boston.", "Ada lives in Denver."),
     ]
     assert first[1].reason == "Ada moved" and first[1].actor == "lm"
-    second = homes.history(denver.id)
+    second = homes.history(denver.id, user_id="ada")
     assert [(e.event, e.new_content) for e in second] == [
         ("ADD", "Ada lives in Denver."),
         ("INVALIDATE", "Ada lives in Austin."),
@@ -189,11 +189,11 @@ def test_a_correction_expires_while_a_change_invalidates(db_path, second):
     with Memory(db_path, embedder=HashEmbedder(64), lm=fused_lm(city_claims)) as memory:
         memory.add("Ada: I live in Boston.", user_id="ada", at="2024-01-01")
         [boston] = memory.get_all(user_id="ada")
-        believed_before = memory.get(boston.id).created_at
+        believed_before = memory.get(boston.id, user_id="ada").created_at
         result = memory.add(second, user_id="ada", at="2024-03-01")
         [op] = result.ops
         assert (op.action, op.replaced_id, op.correction) == ("INVALIDATE", boston.id, correction)
-        old = memory.get(boston.id)
+        old = memory.get(boston.id, user_id="ada")
         past = [
             hit.content for hit in memory.search("Ada lives Boston Denver", user_id="ada", as_of="2024-02-01")
         ]
@@ -203,7 +203,7 @@ def test_a_correction_expires_while_a_change_invalidates(db_path, second):
             assert past == ["Ada lives in Denver."]
             believed = memory.search("Ada lives Boston", user_id="ada", known_at=believed_before)
             assert [hit.content for hit in believed] == ["Ada lives in Boston."]
-            assert memory.history(boston.id)[-1].metadata["correction"] is True
+            assert memory.history(boston.id, user_id="ada")[-1].metadata["correction"] is True
         else:
             assert old.status == "superseded" and old.invalid_at.date().isoformat() == "2024-03-01"
             assert past == ["Ada lives in Boston."]

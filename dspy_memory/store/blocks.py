@@ -54,7 +54,7 @@ class BlockStore:
         return _block(row) if row else None
 
     def list(self, scope: Scope) -> list[Block]:
-        """Blocks of a scope (omitted ids are wildcards), oldest first."""
+        """Blocks of a scope (matched as `scope_predicate` matches it), oldest first."""
         predicate = scope_predicate(Predicate(), scope, alias="b")
         with self._conns.read() as conn:
             rows = conn.execute(

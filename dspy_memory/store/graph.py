@@ -71,7 +71,7 @@ class EntityGraph:
         return row[0] if row else None
 
     def entities(self, name: str, scope: Scope) -> list[Entity]:
-        """Entities with this (normalized) name in a scope; omitted scope ids are wildcards."""
+        """Entities with this (normalized) name in a scope (matched as `scope_predicate` does)."""
         predicate = scope_predicate(
             Predicate().add("e.normalized_name = ?", normalize_name(name)), scope, "e"
         )

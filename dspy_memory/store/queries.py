@@ -67,8 +67,13 @@ class Predicate:
 
 
 def scope_predicate(predicate: Predicate, scope: Scope | None, alias: str = "m") -> Predicate:
+    """Rows of `scope` (docs/scopes.md). user_id is a wall: left out, it matches rows stored
+    without a user, unless `scope.any_user`; left-out agent_id and run_id match any value.
+    None: no scope condition at all (callers that opted into all scopes)."""
     if scope is None:
         return predicate
+    if scope.user_id is None and not scope.any_user:
+        predicate.add(f"{alias}.user_id IS NULL")
     for column in ("user_id", "agent_id", "run_id"):
         value = getattr(scope, column)
         if value is not None:
@@ -177,6 +182,8 @@ class Candidate(NamedTuple):
 
 def not_found(memory_id: str, scope: Scope | None) -> MemoryNotFoundError:
     where = "" if scope is None else f" in scope {scope.model_dump(exclude_none=True)}"
+    if scope is not None and scope.user_id is None and not scope.any_user:
+        where += " among memories stored without a user_id (pass user_id= to reach a user's)"
     return MemoryNotFoundError(f"no memory with id {memory_id!r}{where}")
 
 

@@ -33,9 +33,17 @@ from dspy_memory.store.queries import (
     time_predicate,
 )
 from dspy_memory.store.runs import WriteRunLog
-from dspy_memory.store.vectors import VectorIndex
+from dspy_memory.store.vectors import NO_USER, VectorIndex
 from dspy_memory.store.writes import MemoryWrites
 from dspy_memory.types import Event, MemoryRecord, Provenance, Scope
+
+
+def _partition(scope: Scope) -> str | None:
+    """The vector partition a read of `scope` scans: the user's, the user-less one (NO_USER)
+    when user_id is left out, or every partition (None) for an any-user scope."""
+    if scope.user_id is not None:
+        return scope.user_id
+    return None if scope.any_user else NO_USER
 
 
 class Store(MemoryWrites):
@@ -251,10 +259,12 @@ class Store(MemoryWrites):
         self, terms: list[str], scope: Scope, predicate: Predicate, n: int, *, reference: str
     ) -> list[Candidate]:
         """BM25 over memory content, best first; candidate ages are measured to `reference`."""
+        partition = _partition(scope)
         with self._conns.read() as conn:
-            # Row counts are kept per user; the size of an agent- or run-only scope is unknown.
-            state = self.vectors.state(conn, scope.user_id)
-            total_rows, scope_rows = state.total_rows, state.rows if scope.user_id is not None else None
+            # Row counts are kept per user (user-less rows: NO_USER); the size of an any-user
+            # scope is unknown.
+            state = self.vectors.state(conn, partition)
+            total_rows, scope_rows = state.total_rows, state.rows if partition is not None else None
             return self.keywords.search(
                 conn,
                 terms,
@@ -277,7 +287,7 @@ class Store(MemoryWrites):
                 conn,
                 query,
                 n,
-                partition=scope.user_id,
+                partition=_partition(scope),
                 agent_id=scope.agent_id,
                 run_id=scope.run_id,
                 predicate=predicate.sql,
