@@ -5,18 +5,28 @@ are always placed first in context. The developer defines them; agents edit them
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from dspy_memory.errors import BlockError
+from dspy_memory.errors import BlockError, InvalidInputError
 from dspy_memory.store import Store
+from dspy_memory.text import shown, valid_text
 from dspy_memory.types import Block, BlockVersion, Scope
 
-_LABEL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+_LABEL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+MAX_CHAR_LIMIT = 10_000_000
 
 
 def _label(label: str) -> str:
-    if not isinstance(label, str) or not _LABEL.match(label):
-        raise BlockError(f"a block label is 1-64 letters, digits, '_', '.' or '-', not {label!r}")
+    if not isinstance(label, str) or not _LABEL.fullmatch(label):
+        raise BlockError(f"a block label is 1-64 letters, digits, '_', '.' or '-', not {shown(label)}")
     return label
+
+
+def _optional_text(**values: Any) -> None:
+    """Refuse a given (not None) argument that is not storable text."""
+    for name, value in values.items():
+        if value is not None:
+            valid_text(value, name)
 
 
 class CoreMemory:
@@ -41,12 +51,17 @@ class CoreMemory:
     ) -> Block:
         """Create a block or change it (the developer may change read-only blocks). A new value
         is a new version; a value over the limit (default 2,000 characters) is refused."""
-        if value is not None and not isinstance(value, str):
-            raise BlockError(f"a block's value is a string, not {type(value).__name__}")
+        _optional_text(value=value, description=description, reason=reason)
         if char_limit is not None and (
-            isinstance(char_limit, bool) or not isinstance(char_limit, int) or char_limit < 1
+            isinstance(char_limit, bool)
+            or not isinstance(char_limit, int)
+            or not 1 <= char_limit <= MAX_CHAR_LIMIT
         ):
-            raise BlockError(f"char_limit must be a positive integer, got {char_limit!r}")
+            raise InvalidInputError(
+                f"char_limit must be an integer from 1 to {MAX_CHAR_LIMIT}, got {shown(char_limit)}"
+            )
+        if read_only is not None and not isinstance(read_only, bool):
+            raise InvalidInputError(f"read_only must be True, False or None, got {shown(read_only)}")
         return self._store.blocks.write(
             _label(label),
             Scope.of(user_id, agent_id, run_id),
@@ -89,6 +104,8 @@ class CoreMemory:
     ) -> Block:
         """Add a line to a block (an agent's edit: refused on read-only blocks and over the limit)."""
         scope = Scope.of(user_id, agent_id, run_id)
+        valid_text(actor, "actor")
+        _optional_text(text=text, reason=reason)
         block = self._existing(label, scope)
         if not isinstance(text, str) or not text.strip():
             raise BlockError("nothing to append: text is empty")
@@ -109,6 +126,8 @@ class CoreMemory:
     ) -> Block:
         """Replace text in a block (an agent's edit); `new` may be empty to delete `old`."""
         scope = Scope.of(user_id, agent_id, run_id)
+        valid_text(actor, "actor")
+        _optional_text(new=new, reason=reason)
         block = self._existing(label, scope)
         if not isinstance(old, str) or not old or old not in block.value:
             raise BlockError(f"the text to replace is not in block {label!r}; copy it exactly from the block")

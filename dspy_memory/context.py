@@ -14,9 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dspy_memory.errors import InvalidInputError
 from dspy_memory.profile import PROFILE_LABEL
 from dspy_memory.store import Store, TimeView
-from dspy_memory.text import SINGLE_VALUED_PREDICATES, content_hash, day
+from dspy_memory.text import SINGLE_VALUED_PREDICATES, content_hash, day, shown
 from dspy_memory.tokens import count_tokens, tokenizer_name
 from dspy_memory.types import Context, ContextItem, ContextSection, Hit, MemoryRecord, Provenance, Scope
 
@@ -100,7 +101,7 @@ class ContextBuilder:
         compress: Callable[[list[str], int], str] | None = None,
     ) -> Context:
         if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens < 1:
-            raise ValueError(f"budget_tokens must be a positive integer, got {budget_tokens!r}")
+            raise InvalidInputError(f"budget_tokens must be a positive integer, got {shown(budget_tokens)}")
         view = TimeView.at(as_of=as_of)
         plan = _Plan()
         for block in self.store.blocks.list(scope):
@@ -151,7 +152,9 @@ class ContextBuilder:
         )[::-1]:
             speaker = episode.name or episode.role or episode.source
             plan.add(
-                "episodes", episode.id, f"- {episode.occurred_at:%Y-%m-%d %H:%M} {speaker}: {episode.content}"
+                "episodes",
+                episode.id,
+                f"- {day(episode.occurred_at)} {episode.occurred_at:%H:%M} {speaker}: {episode.content}",
             )
         for hit in self.search(query, k=self.procedures, as_of=as_of, kinds=("procedure",)):
             plan.add("procedures", hit.id, fact_line(hit.memory))
@@ -175,9 +178,9 @@ class ContextBuilder:
     @staticmethod
     def _conflict_line(record: MemoryRecord, provenance: Sequence[Provenance]) -> str:
         said = "; ".join(
-            f"{source.name or source.role} said it on {source.occurred_at:%Y-%m-%d}"
+            f"{source.name or source.role} said it on {day(source.occurred_at)}"
             if source.name or source.role
-            else f"from a {source.source} of {source.occurred_at:%Y-%m-%d}"
+            else f"from a {source.source} of {day(source.occurred_at)}"
             for source in provenance[:2]
         )
         low = f"; low confidence {record.confidence:.1f}" if record.confidence < LOW_CONFIDENCE else ""

@@ -1,14 +1,86 @@
-"""What `Memory.add` accepts, turned into episode drafts; and how a turn reads as text."""
+"""What `Memory.add` accepts, turned into episode drafts; how a turn reads as text; and the
+checks of the facade's other arguments (metadata, ids, counts). A refused argument raises
+`InvalidInputError` before anything is stored."""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dspy_memory.errors import InvalidInputError
+from dspy_memory.text import shown, valid_text
 from dspy_memory.timeutil import TimeLike
 from dspy_memory.types import EPISODE_SOURCES, Episode
+
+# SQLite's integers (and so JSON numbers it can compare exactly) are signed 64-bit.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+MAX_JSON_DEPTH = 64
+
+
+def check_json(value: Any, name: str, *, depth: int = 0) -> None:
+    """Refuse what would not come back from the file as given: values other than str, int,
+    float, bool, None, lists (tuples) and dicts with string keys; NaN and infinities (not JSON);
+    integers outside 64 bits (SQLite cannot compare them); lone surrogates; nesting deeper
+    than MAX_JSON_DEPTH."""
+    if depth > MAX_JSON_DEPTH:
+        root = name.split("[", 1)[0]
+        raise InvalidInputError(f"{root} is nested more than {MAX_JSON_DEPTH} levels deep")
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, str):
+        valid_text(value, name)
+    elif isinstance(value, int):
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise InvalidInputError(
+                f"{name}={shown(value)} does not fit in 64 bits; store large numbers as strings"
+            )
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInputError(
+                f"{name}={shown(value)} is not a JSON number; use a finite number or None"
+            )
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidInputError(
+                    f"{name} has a key {shown(key)}: keys must be strings (JSON would turn it into one)"
+                )
+            valid_text(key, f"a key of {name}")
+            check_json(item, f"{name}[{key[:40]!r}]", depth=depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            check_json(item, f"{name}[{index}]", depth=depth + 1)
+    else:
+        raise InvalidInputError(
+            f"{name} holds {shown(value)}; JSON values are str, int, float, bool, None, lists "
+            "and dicts (convert dates and other objects to strings)"
+        )
+
+
+def check_metadata(metadata: Any, name: str = "metadata") -> dict[str, Any]:
+    """A metadata dict that JSON stores and reads back unchanged (tuples read back as lists)."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise InvalidInputError(f"{name} must be a dict, not {type(metadata).__name__}")
+    check_json(metadata, name)
+    return dict(metadata)
+
+
+def check_id(memory_id: Any, name: str = "memory_id") -> str:
+    """A memory id as given by add/search: a string (unknown ids are for the caller to report)."""
+    return valid_text(memory_id, name)
+
+
+def check_count(value: Any, name: str, *, low: int, high: int = INT64_MAX) -> int:
+    """An integer argument within [low, high] (bools are not integers here)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInputError(f"{name} must be an integer from {low} to {high}, got {shown(value)}")
+    return value
+
 
 MessagesInput = str | Mapping[str, Any] | Sequence[Any]
 
@@ -26,22 +98,19 @@ class Draft:
 
 
 def _message(item: Mapping[str, Any], position: int) -> Draft:
-    content = item.get("content")
-    if not isinstance(content, str):
-        raise TypeError(f"message {position}: 'content' must be a string, got {type(content).__name__}")
+    where = f"message {position}"
+    content = valid_text(item.get("content"), f"{where}: 'content'")
     for key in ("role", "name"):
-        if item.get(key) is not None and not isinstance(item[key], str):
-            raise TypeError(f"message {position}: {key!r} must be a string")
-    metadata = item.get("metadata") or {}
-    if not isinstance(metadata, Mapping):
-        raise TypeError(f"message {position}: 'metadata' must be a dict")
+        if item.get(key) is not None:
+            valid_text(item[key], f"{where}: {key!r}")
+    metadata = check_metadata(item.get("metadata"), f"{where}: 'metadata'")
     source = item.get("source") or "message"
     if source not in EPISODE_SOURCES:
-        raise ValueError(
-            f"message {position}: 'source' must be one of {list(EPISODE_SOURCES)}, not {source!r}"
+        raise InvalidInputError(
+            f"{where}: 'source' must be one of {list(EPISODE_SOURCES)}, not {shown(source)}"
         )
     unknown = set(item) - _MESSAGE_KEYS
-    extra = {key: item[key] for key in unknown}
+    extra = check_metadata({key: item[key] for key in unknown}, f"{where}: extra keys")
     return Draft(
         source=source,
         content=content,
@@ -56,30 +125,28 @@ def drafts_from_input(messages: MessagesInput) -> list[Draft]:
     """Accept a string (text), a message dict, a list of message dicts or strings, or any other
     JSON-serializable dict (stored as a json episode)."""
     if isinstance(messages, str):
-        return [Draft(source="text", content=messages)]
+        return [Draft(source="text", content=valid_text(messages, "the text to add"))]
     if isinstance(messages, Mapping):
         if "content" in messages:
             return [_message(messages, 0)]
-        try:
-            return [Draft(source="json", content=json.dumps(messages, ensure_ascii=False, sort_keys=True))]
-        except TypeError as exc:
-            raise TypeError(f"a dict without 'content' is stored as JSON, but {exc}") from None
+        check_json(messages, "the JSON to add")
+        return [Draft(source="json", content=json.dumps(messages, ensure_ascii=False, sort_keys=True))]
     if isinstance(messages, Sequence) and not isinstance(messages, (bytes, bytearray)):
         drafts = []
         for position, item in enumerate(messages):
             if isinstance(item, str):
-                drafts.append(Draft(source="text", content=item))
+                drafts.append(Draft(source="text", content=valid_text(item, f"message {position}")))
             elif isinstance(item, Mapping) and "content" in item:
                 drafts.append(_message(item, position))
             else:
-                raise TypeError(
+                raise InvalidInputError(
                     f"message {position} must be a string or a dict with 'role' and 'content', "
                     f"got {type(item).__name__}"
                 )
         if not drafts:
-            raise ValueError("add() got an empty list of messages")
+            raise InvalidInputError("add() got an empty list of messages")
         return drafts
-    raise TypeError(
+    raise InvalidInputError(
         "add() takes a string, a message dict, or a list of messages "
         f"({{'role': ..., 'content': ...}}), not {type(messages).__name__}"
     )

@@ -12,13 +12,13 @@ from dspy_memory.background import BackgroundWriter
 from dspy_memory.blocks import CoreMemory
 from dspy_memory.config import MemoryConfig
 from dspy_memory.embed import Embedder, choose_embedder, make_embedder
-from dspy_memory.errors import LMUnavailableError, MemoryNotFoundError, ScopeError
-from dspy_memory.inputs import MessagesInput
+from dspy_memory.errors import InvalidInputError, LMUnavailableError, MemoryNotFoundError, ScopeError
+from dspy_memory.inputs import MessagesInput, check_count, check_id
 from dspy_memory.lm import make_lm, resolve_lm
 from dspy_memory.profile import Profiles, ProfileUpdate
 from dspy_memory.retrieval import Recipe, Retriever
 from dspy_memory.store import Store, TimeView
-from dspy_memory.text import content_hash
+from dspy_memory.text import content_hash, valid_text
 from dspy_memory.timeutil import TimeLike
 from dspy_memory.types import (
     AddResult,
@@ -224,8 +224,11 @@ class Memory:
     ) -> MemoryRecord:
         """Correct a memory's text. The old version is kept (expired) and an UPDATE is logged.
         Pass the scope that owns the memory, or all_scopes=True (docs/scopes.md)."""
-        if not isinstance(content, str) or not content.strip():
-            raise ValueError("update() needs the new content as a non-empty string")
+        check_id(memory_id)
+        if not valid_text(content, "update() content").strip():
+            raise InvalidInputError("update() needs the new content as a non-empty string")
+        if reason is not None:
+            valid_text(reason, "reason")
         scope = self._owning_scope("update", user_id, agent_id, run_id, all_scopes)
         current = self.store.get_memory(memory_id, scope=scope)
         if current is None or current.status == "expired":
@@ -255,6 +258,7 @@ class Memory:
         """Forget a memory for good: every version, its vectors and keyword entries, its source
         episodes and entities (unless other memories refer to them) and the content of its
         history. Pass the scope that owns the memory, or all_scopes=True (docs/scopes.md)."""
+        check_id(memory_id)
         scope = self._owning_scope("delete", user_id, agent_id, run_id, all_scopes)
         result = self.store.erase.memory(memory_id, scope=scope)
         self._drop_cached_vectors()
@@ -334,6 +338,7 @@ class Memory:
         """The current version of a memory (or its last version, marked expired); None if
         there is no such memory in the scope. Pass the scope that owns the memory, or
         all_scopes=True (docs/scopes.md)."""
+        check_id(memory_id)
         scope = self._owning_scope("get", user_id, agent_id, run_id, all_scopes)
         self._retriever.flush()
         return self.store.get_memory(memory_id, scope=scope)
@@ -352,9 +357,8 @@ class Memory:
         offset: int = 0,
     ) -> list[MemoryRecord]:
         """Memories of a scope, newest first, with the same filters as `search`."""
-        for name, value, low in (("limit", limit, 1), ("offset", offset, 0)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        check_count(limit, "limit", low=1)
+        check_count(offset, "offset", low=0)
         scope = self._read_scope(user_id, agent_id, run_id)
         view = TimeView.at(as_of=as_of, known_at=known_at)
         predicate = self.store.memory_predicate(scope, view, kinds, filters)
@@ -372,6 +376,7 @@ class Memory:
     ) -> list[Event]:
         """How a memory changed: its ADD, UPDATE, INVALIDATE, ... events, oldest first. Pass
         the scope that owns the memory, or all_scopes=True (docs/scopes.md)."""
+        check_id(memory_id)
         scope = self._owning_scope("history", user_id, agent_id, run_id, all_scopes)
         return self.store.history(memory_id, scope=scope)
 
@@ -388,7 +393,10 @@ class Memory:
         """How a fact changed: every memory about `subject` (and `predicate`, e.g. "lives_in"),
         current and superseded, in world-time order, as believed at `known_at` (default now)."""
         if subject is None and predicate is None:
-            raise ValueError("timeline() needs subject=, predicate= or both")
+            raise InvalidInputError("timeline() needs subject=, predicate= or both")
+        for name, value in (("subject", subject), ("predicate", predicate)):
+            if value is not None:
+                valid_text(value, name)
         view = TimeView.at(known_at=known_at)
         return self.store.graph.timeline(
             self._read_scope(user_id, agent_id, run_id), view, subject=subject, predicate=predicate
@@ -406,7 +414,7 @@ class Memory:
         """An entity's edges: memories in which it is the subject or the object, current and
         past, with their validity dates."""
         scope = self._read_scope(user_id, agent_id, run_id)
-        entities = self.store.graph.entities(entity, scope)
+        entities = self.store.graph.entities(valid_text(entity, "entity"), scope)
         edges = self.store.graph.edges([e.id for e in entities], scope, TimeView.at(known_at=known_at))
         return EntityEdges(entity=entity, entities=entities, edges=edges)
 

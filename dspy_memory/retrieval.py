@@ -16,8 +16,10 @@ from typing import Any
 
 from dspy_memory.config import RetrievalConfig
 from dspy_memory.embed import Embedder
+from dspy_memory.errors import InvalidInputError
 from dspy_memory.store import Candidate, Store, TimeView
 from dspy_memory.store.keyword import query_terms
+from dspy_memory.text import searchable, shown
 from dspy_memory.timeutil import now_db
 from dspy_memory.types import Hit, Scope, ScoreDetails
 
@@ -49,7 +51,7 @@ def resolve_recipe(recipe: str | Recipe) -> Recipe:
     try:
         return RECIPES[recipe]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown recipe {recipe!r}; choose from {sorted(RECIPES)}") from None
+        raise InvalidInputError(f"unknown recipe {shown(recipe)}; choose from {sorted(RECIPES)}") from None
 
 
 def recency(age_days: float, half_life_days: float) -> float:
@@ -112,9 +114,10 @@ class Retriever:
         """`count_access=False` for internal lookups (the write path's candidates), which are
         not recalls and must not strengthen memories."""
         if not isinstance(query, str):
-            raise TypeError(f"query must be a string, not {type(query).__name__}")
+            raise InvalidInputError(f"query must be a string, not {type(query).__name__}")
+        query = searchable(query)  # a lone surrogate cannot be embedded; the rest is searched
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-            raise ValueError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
+            raise InvalidInputError(f"k must be an integer from 1 to {MAX_K}, got {shown(k)}")
         chosen = resolve_recipe(recipe)
         predicate = self.store.memory_predicate(scope, view, kinds, filters)
         if not query.strip():

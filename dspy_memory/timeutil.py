@@ -1,60 +1,87 @@
 """Time parsing and the one on-disk timestamp format.
 
 Timestamps are stored as fixed-width ISO-8601 UTC strings ("2024-03-01T09:30:00.000000Z") so
-that SQL compares them correctly as text. Naive datetimes are taken to be UTC.
+that SQL compares them correctly as text: the year always has four digits ("0999-06-01..."),
+so only times from 0001-01-01 to 9999-12-31 UTC can be stored, and anything else is refused
+with an `InvalidInputError` that says what is accepted. Naive datetimes are taken to be UTC.
 """
 
 from __future__ import annotations
 
-import math
+import numbers
 from datetime import date, datetime, time, timezone
+
+from dspy_memory.errors import InvalidInputError
+from dspy_memory.text import shown, surrogate_at
 
 TimeLike = datetime | date | str | int | float
 
-_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+ACCEPTED = (
+    "a datetime, a date, an ISO-8601 string (e.g. '2024-03-01' or '2024-03-01T09:30:00+02:00') "
+    "or epoch seconds, between 0001-01-01 and 9999-12-31 UTC"
+)
 
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def to_datetime(value: TimeLike, *, name: str = "time") -> datetime:
-    """Parse a datetime, date, ISO-8601 string or epoch seconds into an aware UTC datetime."""
+def _refuse(name: str, value: object, why: str) -> InvalidInputError:
+    return InvalidInputError(f"{name}={shown(value)} {why}; use {ACCEPTED}")
+
+
+def _parse(value: object, name: str) -> datetime:
     if isinstance(value, bool):
-        raise TypeError(f"{name} must be a datetime, date, ISO-8601 string or epoch seconds, not bool")
+        raise _refuse(name, value, "is a bool, not a time")
     if isinstance(value, datetime):
-        parsed = value
-    elif isinstance(value, date):
-        parsed = datetime.combine(value, time.min)
-    elif isinstance(value, (int, float)):
-        if not math.isfinite(value):
-            raise ValueError(f"{name} must be a finite number of epoch seconds, got {value!r}")
-        parsed = datetime.fromtimestamp(value, tz=timezone.utc)
-    elif isinstance(value, str):
+        return value
+    if isinstance(value, date):
+        return datetime.combine(value, time.min)
+    if isinstance(value, numbers.Real):  # int, float and numpy's numbers; not Decimal
+        try:
+            return datetime.fromtimestamp(float(value), tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):  # nan, inf, or outside years 1-9999
+            raise _refuse(name, value, "is not a number of epoch seconds in range") from None
+    if isinstance(value, str):
         text = value.strip()
-        if text.endswith("Z") or text.endswith("z"):
+        if text.endswith(("Z", "z")):
             text = text[:-1] + "+00:00"
         try:
-            parsed = datetime.fromisoformat(text)
+            if surrogate_at(text) is not None:
+                raise ValueError
+            return datetime.fromisoformat(text)
         except ValueError:
-            raise ValueError(
-                f"{name}={value!r} is not an ISO-8601 time; use e.g. '2024-03-01' or "
-                "'2024-03-01T09:30:00+02:00'"
-            ) from None
-    else:
-        raise TypeError(
-            f"{name} must be a datetime, date, ISO-8601 string or epoch seconds, not {type(value).__name__}"
-        )
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc)
+            raise _refuse(name, value, "is not an ISO-8601 time") from None
+    raise _refuse(name, value, "is not a time")
+
+
+def to_datetime(value: TimeLike, *, name: str = "time") -> datetime:
+    """Parse a datetime, date, ISO-8601 string or epoch seconds into an aware UTC datetime that
+    can be stored (InvalidInputError otherwise)."""
+    parsed = _parse(value, name)
+    try:
+        if parsed.tzinfo is None or parsed.utcoffset() is None:
+            return parsed.replace(tzinfo=timezone.utc)
+        return parsed.astimezone(timezone.utc)
+    except OverflowError:  # e.g. 9999-12-31T23:59:59-01:00 is in the year 10000 in UTC
+        raise _refuse(name, value, "is outside the years 1-9999 in UTC") from None
+    except Exception as exc:  # a tzinfo whose utcoffset fails or is out of range
+        raise _refuse(name, value, f"has a time zone that cannot be converted to UTC ({exc})") from None
+
+
+def format_db(moment: datetime) -> str:
+    """A datetime (naive: UTC) in the stored format. isoformat always writes a 4-digit year;
+    strftime("%Y") does not pad years below 1000 on Linux, which broke the text order."""
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+    return moment.isoformat(timespec="microseconds") + "Z"
 
 
 def to_db(value: TimeLike | None, *, name: str = "time") -> str | None:
     """Format a time for storage (None stays None)."""
     if value is None:
         return None
-    return to_datetime(value, name=name).strftime(_FORMAT)
+    return format_db(to_datetime(value, name=name))
 
 
 def from_db(value: str | None) -> datetime | None:
@@ -65,4 +92,4 @@ def from_db(value: str | None) -> datetime | None:
 
 
 def now_db() -> str:
-    return utcnow().strftime(_FORMAT)
+    return format_db(utcnow())

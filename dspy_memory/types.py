@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dspy_memory.errors import ScopeError
+from dspy_memory.text import valid_text
 
 MemoryKind = Literal["fact", "preference", "event", "procedure", "profile", "note", "turn"]
 MEMORY_KINDS: tuple[str, ...] = MemoryKind.__args__  # type: ignore[attr-defined]
@@ -46,7 +47,7 @@ class Scope(BaseModel):
             return None
         if not isinstance(value, (str, int)) or isinstance(value, bool):
             raise ScopeError(f"{info.field_name} must be a string, not {type(value).__name__}")
-        text = str(value).strip()
+        text = valid_text(str(value).strip(), info.field_name, error=ScopeError)
         if not text:
             raise ScopeError(f"{info.field_name} must not be empty; pass None to leave it out")
         if len(text) > _MAX_ID_LEN:

@@ -19,8 +19,8 @@ from typing import Any
 from dspy_memory.apply import PlanApplier
 from dspy_memory.config import WriteConfig
 from dspy_memory.embed import Embedder
-from dspy_memory.errors import WriteProgramError
-from dspy_memory.inputs import MessagesInput, drafts_from_input, turn_text
+from dspy_memory.errors import InvalidInputError, WriteProgramError
+from dspy_memory.inputs import MessagesInput, check_metadata, drafts_from_input, turn_text
 from dspy_memory.lm import lm_name, run_program, short_error
 from dspy_memory.plan import Plan, PlanLimits, plan_ops
 from dspy_memory.retrieval import Retriever
@@ -74,8 +74,7 @@ class Writer:
     ) -> list[Episode]:
         """Write the input as episodes, in their own transaction, before any processing
         (status "done" keeps them in the log only, with no memories to make)."""
-        if metadata is not None and not isinstance(metadata, Mapping):
-            raise TypeError("metadata must be a dict")
+        metadata = check_metadata(metadata)
         drafts = drafts_from_input(messages)
         default_time = to_datetime(at, name="at") if at is not None else utcnow()
         ingested = utcnow()
@@ -100,7 +99,7 @@ class Writer:
         try:
             json.dumps([episode.metadata for episode in episodes])
         except TypeError as exc:
-            raise TypeError(f"metadata must be JSON-serializable: {exc}") from None
+            raise InvalidInputError(f"metadata must be JSON-serializable: {exc}") from None
         self.store.episodes.insert(episodes)
         return episodes
 

@@ -1,12 +1,18 @@
+import itertools
+import re
 import string
+from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder
+from dspy_memory.errors import InvalidInputError
+from dspy_memory.store.connection import resolve_driver
 from dspy_memory.store.keyword import match_expression, query_terms
+from dspy_memory.text import surrogate_at
 
 HOSTILE = [
     '"',
@@ -46,15 +52,89 @@ HOSTILE = [
 ]
 
 
+ADA_TEXTS = [
+    "Ada said: NEAR the river AND the mill",
+    "café au lait",
+    "日本語のテキスト",
+    'quote " inside',
+    "Ada runs marathons; she ran 42 km in Denver.",
+]
+# The same words in another scope: a keyword search for "ada" must never return them.
+BOB_TEXTS = [
+    "Bob said: NEAR the river AND the mill",
+    "café au lait for Bob",
+    "Bob runs marathons in Denver too",
+]
+WORDS = sorted(
+    {word for text in ADA_TEXTS + BOB_TEXTS for word in re.findall(r"\w+", text)}
+    | {"running", "cafe", "OR", "NOT", "AND", "NEAR", "rivers", "Ada's"}
+)
+# Any code point, lone surrogates included: hypothesis leaves them out unless asked, and
+# st.text() drops them even then, so strings are joined from characters.
+SURROGATE = st.characters(categories=["Cs"])
+ANY_CHAR = st.one_of(*[st.characters(exclude_categories=())] * 4, SURROGATE)
+
+
+def any_text(min_size: int = 0, max_size: int = 300) -> st.SearchStrategy[str]:
+    """Text of any code points, about one in five a lone surrogate."""
+    return st.lists(ANY_CHAR, min_size=min_size, max_size=max_size).map("".join)
+
+
+QUERIES = st.one_of(
+    any_text(),
+    st.lists(st.one_of(st.sampled_from(WORDS), any_text(max_size=6)), max_size=8).map(" ".join),
+)
+
+
+class FtsTokens:
+    """FTS5's own tokenizer, set up like the index, as an oracle for what a keyword query may
+    match: a query term matches a text when the term's tokens occur in a row among the text's
+    (FTS5 reads a quoted term as a phrase). Independent of `query_terms`' own splitting."""
+
+    def __init__(self, memory: Memory) -> None:
+        with memory.store.snapshot() as conn:
+            (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_fts'").fetchone()
+        self._conn = resolve_driver().connect(":memory:")
+        self._conn.execute(sql.replace("memories_fts", "oracle", 1))
+        self._conn.execute("CREATE VIRTUAL TABLE oracle_terms USING fts5vocab(oracle, 'instance')")
+        self._cache: dict[str, tuple[str, ...]] = {}
+
+    def __call__(self, text: str) -> tuple[str, ...]:
+        if text not in self._cache:
+            row = len(self._cache) + 1
+            self._conn.execute("INSERT INTO oracle (rowid, content) VALUES (?, ?)", (row, text))
+            self._cache[text] = tuple(
+                term
+                for (term,) in self._conn.execute(
+                    "SELECT term FROM oracle_terms WHERE doc = ? AND col = 'content' ORDER BY offset", (row,)
+                )
+            )
+        return self._cache[text]
+
+    def matches(self, query: str, text: str, config: Any) -> bool:
+        """Whether the keyword search for `query` may return `text`."""
+        words = self(text)
+        for term in query_terms(
+            query, drop_stopwords=config.drop_stopwords, max_terms=config.max_query_terms
+        ):
+            phrase = self(term)
+            if phrase and any(words[i : i + len(phrase)] == phrase for i in range(len(words))):
+                return True
+        return False
+
+
 @pytest.fixture(scope="module")
 def filled(tmp_path_factory):
     memory = Memory(str(tmp_path_factory.mktemp("kw") / "m.db"), embedder=HashEmbedder(32))
-    memory.add(
-        ["Ada said: NEAR the river AND the mill", "café au lait", "日本語のテキスト", 'quote " inside'],
-        user_id="ada",
-    )
+    memory.add(ADA_TEXTS, user_id="ada")
+    memory.add(BOB_TEXTS, user_id="bob")
     yield memory
     memory.close()
+
+
+@pytest.fixture(scope="module")
+def tokens(filled):
+    return FtsTokens(filled)
 
 
 @pytest.mark.parametrize("query", HOSTILE)
@@ -65,9 +145,43 @@ def test_hostile_queries_never_break_search(filled, query):
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=300))
-def test_any_text_is_a_safe_keyword_query(filled, query):
-    filled.search(query, user_id="ada", recipe="keyword", k=3)
+@given(query=QUERIES)
+def test_any_text_is_a_safe_keyword_query(filled, tokens, query):
+    """Any text, lone surrogates included, is a query that finds exactly what it should: with
+    the keyword recipe, the scope's rows that share a term with the query (as FTS5 tokenizes
+    both), up to k; with the hybrid recipe, at least those. Never another user's rows."""
+    config = filled.config.retrieval
+    expected = {text for text in ADA_TEXTS if tokens.matches(query, text, config)}
+    keyword = filled.search(query, user_id="ada", recipe="keyword", k=3)
+    assert all(hit.memory.user_id == "ada" for hit in keyword)
+    assert all(hit.content in expected for hit in keyword), (query, [hit.content for hit in keyword])
+    assert len(keyword) == min(3, len(expected)), (query, expected)
+    hybrid = filled.search(query, user_id="ada", recipe="hybrid", k=10)
+    assert all(hit.memory.user_id == "ada" for hit in hybrid)
+    assert expected <= {hit.content for hit in hybrid}
+    assert len(hybrid) == len({hit.id for hit in hybrid})
+
+
+_users = itertools.count()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.one_of(st.text(min_size=1, max_size=200), st.text(min_size=1, max_size=200), any_text(1, 200)))
+def test_a_stored_text_is_the_first_hit_for_itself(filled, tokens, text):
+    """A query equal to a stored text finds that text first, by either recipe, among other
+    texts of its scope; a text with a lone surrogate is refused and nothing is stored."""
+    user = f"user{next(_users)}"
+    if surrogate_at(text) is not None:
+        with pytest.raises(InvalidInputError, match="lone surrogate"):
+            filled.add([*ADA_TEXTS, text], user_id=user)
+        assert filled.get_all(user_id=user) == []
+        return
+    assume(tokens.matches(text, text, filled.config.retrieval))  # something a query can find
+    filled.add([*ADA_TEXTS, text], user_id=user)
+    for recipe in ("keyword", "hybrid"):
+        hits = filled.search(text, user_id=user, recipe=recipe, k=3)
+        assert hits and hits[0].content == text, (recipe, [hit.content for hit in hits])
+        assert all(hit.memory.user_id == user for hit in hits)
 
 
 @settings(max_examples=200, deadline=None)

@@ -9,6 +9,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from dspy_memory.errors import InvalidInputError
 from dspy_memory.store.queries import CANDIDATES_FROM, SIGNAL_COLUMNS, Candidate
 
 # Letters and digits only: FTS5's unicode61 tokenizer splits on everything else, and a quoted
@@ -33,7 +34,7 @@ STOPWORDS = frozenset(
 def query_terms(text: str, *, drop_stopwords: bool = True, max_terms: int = 32) -> list[str]:
     """Lower-cased, de-duplicated search terms of `text`, in order of first appearance."""
     if not isinstance(text, str):
-        raise TypeError(f"a search query must be a string, not {type(text).__name__}")
+        raise InvalidInputError(f"a search query must be a string, not {type(text).__name__}")
     terms = list(dict.fromkeys(match.group().lower() for match in _TERM.finditer(text)))
     if drop_stopwords:
         content = [term for term in terms if term not in STOPWORDS]

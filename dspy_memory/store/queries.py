@@ -6,10 +6,13 @@ Every predicate is built from bound parameters; user values never become SQL tex
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from dspy_memory.errors import MemoryNotFoundError
+from dspy_memory.errors import InvalidInputError, MemoryNotFoundError
+from dspy_memory.text import shown, valid_text
 from dspy_memory.timeutil import TimeLike, now_db, to_db
 from dspy_memory.types import MEMORY_KINDS, MemoryRecord, Scope
 
@@ -31,6 +34,7 @@ CANDIDATES_FROM = "json_each(?) AS candidate CROSS JOIN memories m ON m.row_id =
 
 _COMPARISONS = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 _SCALARS = (str, int, float, bool, type(None))
+_INT64 = (-(2**63), 2**63 - 1)  # SQLite's integers
 
 
 @dataclass(frozen=True)
@@ -96,26 +100,43 @@ def kinds_predicate(predicate: Predicate, kinds: list[str] | tuple[str, ...] | N
         return predicate
     if isinstance(kinds, str):
         kinds = [kinds]
-    unknown = [kind for kind in kinds if kind not in MEMORY_KINDS]
+    if isinstance(kinds, (bytes, bytearray, Mapping)) or not isinstance(kinds, Iterable):
+        raise InvalidInputError(
+            f"kinds must be a list of memory kinds from {list(MEMORY_KINDS)}, not {type(kinds).__name__}"
+        )
+    kinds = list(kinds)
+    unknown = [shown(kind) for kind in kinds if not isinstance(kind, str) or kind not in MEMORY_KINDS]
     if unknown:
-        raise ValueError(f"unknown memory kind(s) {unknown}; choose from {list(MEMORY_KINDS)}")
-    return predicate.add("m.kind IN (SELECT value FROM json_each(?))", json.dumps(list(kinds)))
+        raise InvalidInputError(
+            f"unknown memory kind(s) {', '.join(unknown)}; choose from {list(MEMORY_KINDS)}"
+        )
+    return predicate.add("m.kind IN (SELECT value FROM json_each(?))", json.dumps(kinds))
 
 
 def metadata_predicate(predicate: Predicate, filters: dict[str, Any] | None) -> Predicate:
     """Filters on metadata keys: {"key": value}, {"key": None} (missing or null), or
     {"key": {"$in": [...], "$nin": [...], "$ne"|"$gt"|"$gte"|"$lt"|"$lte"|"$eq": v,
-    "$exists": bool}}."""
-    if not filters:
+    "$exists": bool}}. Values are str, int (64-bit), finite float, bool or None."""
+    if filters is None:
         return predicate
-    if not isinstance(filters, dict):
-        raise TypeError(f"filters must be a dict of metadata key -> condition, not {type(filters).__name__}")
+    if not isinstance(filters, Mapping):
+        raise InvalidInputError(
+            f"filters must be a dict of metadata key -> condition, not {type(filters).__name__}"
+        )
     for key, condition in filters.items():
         if not isinstance(key, str) or not key or '"' in key or "\\" in key or len(key) > 200:
-            raise ValueError(f"bad filter key {key!r}: use a metadata key name without quotes or backslashes")
+            raise InvalidInputError(
+                f"bad filter key {shown(key)}: use a metadata key name (1-200 characters) without "
+                "quotes or backslashes"
+            )
+        valid_text(key, "a filter key")
         path = f'$."{key}"'
         value_sql = "json_extract(m.metadata, ?)"
-        if isinstance(condition, dict) and condition and all(str(op).startswith("$") for op in condition):
+        if (
+            isinstance(condition, Mapping)
+            and condition
+            and all(isinstance(op, str) and op.startswith("$") for op in condition)
+        ):
             for op, operand in condition.items():
                 if op in _COMPARISONS:
                     _check_scalar(key, op, operand)
@@ -125,8 +146,8 @@ def metadata_predicate(predicate: Predicate, filters: dict[str, Any] | None) -> 
                     else:
                         predicate.add(f"{value_sql} {_COMPARISONS[op]} ?", path, operand)
                 elif op in ("$in", "$nin"):
-                    if not isinstance(operand, (list, tuple, set)):
-                        raise ValueError(f"filter {key!r}: {op} takes a list, got {operand!r}")
+                    if not isinstance(operand, (list, tuple, set, frozenset)):
+                        raise InvalidInputError(f"filter {key!r}: {op} takes a list, got {shown(operand)}")
                     for item in operand:
                         _check_scalar(key, op, item)
                     negate = "NOT " if op == "$nin" else ""
@@ -137,12 +158,12 @@ def metadata_predicate(predicate: Predicate, filters: dict[str, Any] | None) -> 
                     )
                 elif op == "$exists":
                     if not isinstance(operand, bool):
-                        raise ValueError(f"filter {key!r}: $exists takes True or False")
+                        raise InvalidInputError(f"filter {key!r}: $exists takes True or False")
                     presence = "IS NOT NULL" if operand else "IS NULL"
                     predicate.add(f"json_type(m.metadata, ?) {presence}", path)
                 else:
-                    raise ValueError(
-                        f"filter {key!r}: unknown operator {op!r}; use one of "
+                    raise InvalidInputError(
+                        f"filter {key!r}: unknown operator {shown(op)}; use one of "
                         f"{sorted([*_COMPARISONS, '$in', '$nin', '$exists'])}"
                     )
         else:
@@ -155,10 +176,18 @@ def metadata_predicate(predicate: Predicate, filters: dict[str, Any] | None) -> 
 
 
 def _check_scalar(key: str, op: str, value: Any) -> None:
+    """A value metadata can hold and SQLite can compare: no NaN or infinity (not JSON), no
+    integer beyond 64 bits (SQLite's range), no lone surrogate (not Unicode)."""
     if not isinstance(value, _SCALARS):
-        raise ValueError(
+        raise InvalidInputError(
             f"filter {key!r} {op}: values must be str, int, float, bool or None, not {type(value).__name__}"
         )
+    if isinstance(value, str):
+        valid_text(value, f"filter {key!r} {op}")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise InvalidInputError(f"filter {key!r} {op}: {shown(value)} is not a number metadata can hold")
+    elif isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
+        raise InvalidInputError(f"filter {key!r} {op}: {shown(value)} does not fit in 64 bits")
 
 
 # What ranking needs of a candidate row, selected next to its score. The parameter is the
