@@ -30,7 +30,7 @@ def answer_question(
 
     if not isinstance(question, str) or not question.strip():
         raise ValueError("answer() needs a question")
-    day = (to_datetime(today, name="today") if today is not None else utcnow()).strftime("%Y-%m-%d")
+    day = (to_datetime(today, name="today") if today is not None else utcnow()).date().isoformat()
     usage = LMUsage()
     queries = [question]
     if rewrite:

@@ -1,42 +1,73 @@
 """Applying a validated plan: every operation, its events, entities and provenance, in ONE
-transaction (see docs/write-path.md for what each action does to the file)."""
+transaction (see docs/write-path.md for what each action does to the file).
+
+Inside that transaction, before anything is written: the writer must still hold every episode
+of the batch (claims), and nothing the LM decided on may have changed since it read it
+(compare-and-set, `Store.check_unchanged`); otherwise nothing is applied and the write path
+plans again. Every episode ends with a memory: one the plan made or confirmed from it, or its
+raw `turn` (kept, or made now) when the plan holds nothing from it.
+"""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dspy_memory.embed import Embedder
+from dspy_memory.errors import DSPyMemoryError
+from dspy_memory.inputs import turn_text
 from dspy_memory.plan import NEEDS_CONTENT, Plan, PlannedOp
 from dspy_memory.store import NewMemory, Store
 from dspy_memory.store.keyword import query_terms
-from dspy_memory.text import normalize_name
+from dspy_memory.text import SINGLE_VALUED_PREDICATES, content_hash, normalize_name
+from dspy_memory.timeutil import to_db
 from dspy_memory.types import AppliedOp, Episode, MemoryRecord, Scope
 
 ACTOR = "lm"
 
 
-@dataclass
-class _Batch:
-    scope: Scope
-    observed: str
-    episodes: Sequence[Episode]
-    vectors: dict[int, Any]
-    entities: dict[str, str] = field(default_factory=dict)
-    changed: list[str] = field(default_factory=list)
-    _words: dict[str, set[str]] = field(default_factory=dict)
+class ClaimLostError(DSPyMemoryError):
+    """Another writer took over episodes of this batch (this writer's claim had expired)."""
 
-    def __post_init__(self) -> None:
-        self._words = {episode.id: set(query_terms(episode.content)) for episode in self.episodes}
 
-    def entity(self, name: str | None) -> str | None:
-        return self.entities.get(normalize_name(name)) if name else None
+def raw_turn(episode: Episode, embedding: Any) -> NewMemory:
+    """The raw `turn` memory of an episode: its text, searchable without an LM."""
+    text = turn_text(episode)
+    return NewMemory(
+        id=str(uuid.uuid4()),
+        content=text,
+        content_hash=content_hash(text),
+        embedding=embedding,
+        kind="turn",
+        user_id=episode.user_id,
+        agent_id=episode.agent_id,
+        run_id=episode.run_id,
+        metadata=episode.metadata,
+        valid_at=to_db(episode.occurred_at),
+        episode_ids=[episode.id],
+    )
 
-    def sources(self, content: str) -> list[str]:
-        """The episodes a fact most likely came from: those sharing the most words with it (the
-        LM is not asked, which would cost tokens); all of them when none shares a word."""
+
+@dataclass(frozen=True)
+class Seen:
+    """What the LM was shown: the candidates by alias, read when the newest memory row was
+    `after_row_id`."""
+
+    after_row_id: int
+    candidates: Mapping[int, MemoryRecord]
+
+
+class _Sources:
+    """The episodes a fact most likely came from: those sharing the most words with it (the LM
+    is not asked, which would cost tokens); all of them when none shares a word."""
+
+    def __init__(self, episodes: Sequence[Episode]) -> None:
+        self.episodes = episodes
+        self._words = {episode.id: set(query_terms(episode.content)) for episode in episodes}
+
+    def of(self, content: str) -> list[str]:
         words = set(query_terms(content))
         overlap = {episode.id: len(words & self._words[episode.id]) for episode in self.episodes}
         best = max(overlap.values(), default=0)
@@ -47,8 +78,18 @@ class _Batch:
         people = [episode for episode in chosen if episode.role not in ("assistant", "tool", "system")]
         return [episode.id for episode in people or chosen]
 
-    def source(self, content: str) -> str:
-        return self.sources(content)[0]
+
+@dataclass
+class _Batch:
+    scope: Scope
+    observed: str
+    vectors: dict[int, Any]  # id(PlannedOp) -> embedding of its content
+    sources: dict[int, list[str]]  # id(PlannedOp) -> episode ids it came from
+    entities: dict[str, str] = field(default_factory=dict)
+    changed: list[str] = field(default_factory=list)
+
+    def entity(self, name: str | None) -> str | None:
+        return self.entities.get(normalize_name(name)) if name else None
 
 
 class PlanApplier:
@@ -58,33 +99,79 @@ class PlanApplier:
         self.confirm_strength = confirm_strength
 
     def apply(
-        self, plan: Plan, episodes: Sequence[Episode], scope: Scope, observed: str
+        self,
+        plan: Plan,
+        episodes: Sequence[Episode],
+        scope: Scope,
+        observed: str,
+        *,
+        seen: Seen,
+        held_by: str,
+        forget_requests: Sequence[str] = (),
     ) -> tuple[list[AppliedOp], list[MemoryRecord]]:
         """Apply the plan and mark the episodes done, in one transaction. Returns what was
-        applied and the current records of the memories it created or changed."""
-        writes = [planned for planned in plan.ops if planned.action in NEEDS_CONTENT]
-        # Embedding happens before the transaction: the write lock is held for SQL only.
-        vectors = self.embedder.embed([p.content for p in writes]) if writes else []
-        spoken = [episode for episode in episodes if episode.content.strip()] or list(episodes)
-        batch = _Batch(scope, observed, spoken, {id(p): vector for p, vector in zip(writes, vectors)})
-        episode_ids = [episode.id for episode in episodes]
+        applied and the current records of the memories it created or changed. Raises
+        WriteConflictError (nothing applied) when what the LM read changed meanwhile, and
+        ClaimLostError when `held_by` no longer holds every episode."""
         store = self.store
+        spoken = [episode for episode in episodes if episode.content.strip()] or list(episodes)
+        finder = _Sources(spoken)
+        sources = {}
+        for p in plan.ops:
+            if p.action != "DELETE":
+                found = finder.of(p.content if p.content is not None else p.target.content)  # type: ignore[union-attr]
+                # An update records one source episode (with its event); the others stay raw.
+                sources[id(p)] = found[:1] if p.action == "UPDATE" else found
+        deletes = any(p.action == "DELETE" for p in plan.ops)
+        covered = {episode_id for ids in sources.values() for episode_id in ids}
+        # A request to forget that was carried out is not kept as a turn: it quotes what it erased.
+        skipped = covered | (set(forget_requests) if deletes else set())
+        episode_ids = [episode.id for episode in episodes]
+        turns = store.episodes.current_turns(episode_ids)
+        need_turns = [e for e in spoken if e.content.strip() and e.id not in skipped and e.id not in turns]
+        writes = [p for p in plan.ops if p.action in NEEDS_CONTENT]
+        # Embedding happens before the transaction: the write lock is held for SQL only.
+        texts = [p.content or "" for p in writes] + [turn_text(e) for e in need_turns]
+        vectors = self.embedder.embed(texts) if texts else []
+        batch = _Batch(scope, observed, {id(p): vector for p, vector in zip(writes, vectors)}, sources)
         with store.transaction():
+            if store.episodes.held(episode_ids, held_by) != set(episode_ids):
+                raise ClaimLostError("another writer took over these episodes")
+            store.check_unchanged(
+                scope,
+                versions={p.target.id: p.target.version for p in plan.ops if p.target is not None},
+                after_row_id=seen.after_row_id,
+                seen=[record.id for record in seen.candidates.values()],
+                hashes=[p.content_hash for p in writes if p.content_hash],
+                slots=[
+                    (normalize_name(p.op.subject), p.predicate)
+                    for p in writes
+                    if p.op.subject and p.predicate in SINGLE_VALUED_PREDICATES
+                ],
+            )
             batch.entities = store.graph.upsert(
                 [name for p in writes for name in (p.op.subject, p.op.object) if name], scope
             )
             applied = [self._apply_one(p, batch) for p in plan.ops]
-            # Raw turns kept while an earlier attempt failed are replaced by what was extracted.
-            for turn_id in store.episodes.turn_memories(episode_ids):
-                store.expire(
-                    turn_id,
-                    scope=None,
-                    actor="system",
-                    event="MERGE",
-                    reason="replaced by memories extracted from its episode",
-                )
+            turns = store.episodes.current_turns(episode_ids)  # as this transaction sees them
+            for episode_id in covered & set(turns):
+                # Raw turns kept while an earlier attempt failed give way to what was extracted.
+                for turn_id in turns[episode_id]:
+                    store.expire(
+                        turn_id,
+                        scope=None,
+                        actor="system",
+                        event="MERGE",
+                        reason="replaced by memories extracted from its episode",
+                    )
+            items = [
+                raw_turn(episode, vector)
+                for episode, vector in zip(need_turns, vectors[len(writes) :])
+                if episode.id not in turns
+            ]
+            store.insert_memories(items, actor="system", reason="no memory was made from it")
             store.episodes.mark(episode_ids, "done")
-        if any(op.action == "DELETE" for op in applied):
+        if deletes:
             store.erase.compact()
             clear = getattr(self.embedder, "clear_cache", None)
             if clear is not None:  # purged content must not stay in the embedding cache
@@ -115,12 +202,9 @@ class PlanApplier:
             self.store.erase.memory(target.id, scope=batch.scope, actor=ACTOR)
             return AppliedOp(action="DELETE", memory_id=target.id, reason=reason)
         self.store.confirm(
-            target.id,
-            scope=batch.scope,
-            episode_ids=batch.sources(target.content),
-            gain=self.confirm_strength,
+            target.id, scope=batch.scope, episode_ids=batch.sources[id(p)], gain=self.confirm_strength
         )
-        return AppliedOp(action="NOOP", memory_id=target.id, reason=reason)
+        return AppliedOp(action="NOOP", memory_id=target.id, content=target.content, reason=reason)
 
     def _add(self, p: PlannedOp, batch: _Batch) -> str:
         new_id = str(uuid.uuid4())
@@ -141,7 +225,7 @@ class PlanApplier:
             subject_id=batch.entity(p.op.subject),
             predicate=p.predicate,
             object_id=batch.entity(p.op.object),
-            episode_ids=batch.sources(p.content or ""),
+            episode_ids=batch.sources[id(p)],
         )
         self.store.insert_memories([item], actor=ACTOR, reason=p.op.reason)
         batch.changed.append(new_id)
@@ -171,19 +255,20 @@ class PlanApplier:
             event="UPDATE",
             actor=ACTOR,
             reason=p.op.reason,
-            episode_id=batch.source(p.content or ""),
+            episode_id=batch.sources[id(p)][0],
         )
         batch.changed.append(target.id)
 
     def _invalidate(self, p: PlannedOp, target: MemoryRecord, batch: _Batch) -> str:
         new_id = self._add(p, batch)
+        episode_id = batch.sources[id(p)][0]
         if p.op.correction:
             self.store.expire(
                 target.id,
                 scope=batch.scope,
                 actor=ACTOR,
                 reason=p.op.reason,
-                episode_id=batch.source(p.content or ""),
+                episode_id=episode_id,
                 superseded_by=new_id,
                 metadata={"correction": True, "superseded_by": new_id, "new_content": p.content},
             )
@@ -196,7 +281,7 @@ class PlanApplier:
                 event="INVALIDATE",
                 actor=ACTOR,
                 reason=p.op.reason,
-                episode_id=batch.source(p.content or ""),
+                episode_id=episode_id,
                 add_source=False,
                 event_content=p.content,
                 event_metadata={"superseded_by": new_id},

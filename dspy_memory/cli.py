@@ -9,6 +9,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from dspy_memory.text import day
+
 DEFAULT_DB = "memory.db"
 
 
@@ -75,7 +77,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         if args.json:
             _print([hit.model_dump(mode="json") for hit in hits], True)
         for hit in [] if args.json else hits:
-            valid = hit.memory.valid_at.strftime("%Y-%m-%d") if hit.memory.valid_at else "-"
+            valid = day(hit.memory.valid_at, "-")
             print(f"{hit.score:.3f}  {valid}  [{hit.memory.status}]  {hit.id}  {hit.content}")
     return 0
 
@@ -101,7 +103,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         if args.json:
             _print([record.model_dump(mode="json") for record in records], True)
         for record in [] if args.json else records:
-            valid = record.valid_at.strftime("%Y-%m-%d") if record.valid_at else "-"
+            valid = day(record.valid_at, "-")
             print(f"{valid}  {record.id}  {record.content}")
     return 0
 
@@ -155,8 +157,8 @@ def cmd_timeline(args: argparse.Namespace) -> int:
         if args.json:
             _print([record.model_dump(mode="json") for record in records], True)
         for record in [] if args.json else records:
-            valid = record.valid_at.strftime("%Y-%m-%d") if record.valid_at else "-"
-            until = record.invalid_at.strftime("%Y-%m-%d") if record.invalid_at else ""
+            valid = day(record.valid_at, "-")
+            until = day(record.invalid_at, "")
             print(f"{valid} .. {until:<10}  [{record.status}]  {record.content}")
     return 0
 

@@ -3,8 +3,10 @@ retries and cost accounting, and the fully local Ollama set-up."""
 
 from __future__ import annotations
 
+import contextvars
 import json
 import sys
+import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -58,23 +60,32 @@ def short_error(exc: BaseException, limit: int = 300) -> str:
     return f"{type(exc).__name__}: {text}"[:limit]
 
 
-def run_program(program: Any, lm: Any, inputs: dict[str, Any], *, max_attempts: int) -> tuple[Any, LMUsage]:
-    """Call a DSPy program with `lm`, retrying failures (malformed answers, LM errors) up to
-    `max_attempts` times. Returns (prediction, usage over all attempts); raises WriteProgramError
-    when every attempt failed."""
+def run_program(
+    program: Any, lm: Any, inputs: dict[str, Any], *, max_attempts: int, timeout_s: float | None = None
+) -> tuple[Any, LMUsage]:
+    """Call a DSPy program with `lm`, retrying failures (malformed or truncated answers, LM
+    errors) up to `max_attempts` times. Answers are parsed strictly (programs/strict.py): a
+    truncated answer is a failure, never a fragment. An attempt that has not finished after
+    `timeout_s` seconds fails the whole run (a hung LM would hang every retry too). Returns
+    (prediction, usage over all attempts); raises WriteProgramError when no attempt succeeded."""
     import dspy
+
+    from dspy_memory.programs.strict import StrictChatAdapter
 
     usage = LMUsage()
     last: BaseException | None = None
     for attempt in range(max_attempts):
         # A retry asks with a fresh rollout id, so a cached bad answer is not served again.
         config = {"rollout_id": attempt} if attempt else {}
-        with dspy.context(lm=lm.copy(**config) if config else lm), dspy.track_usage() as tracker:
-            try:
-                prediction = program(**inputs)
-            except Exception as exc:
-                last = exc
-                prediction = None
+        with dspy.context(lm=lm.copy(**config) if config else lm, adapter=StrictChatAdapter()):
+            with dspy.track_usage() as tracker:
+                try:
+                    prediction = _call_with_deadline(program, inputs, timeout_s)
+                except _Timeout as exc:
+                    raise WriteProgramError(str(exc), usage=usage + _usage_of(tracker)) from None
+                except Exception as exc:
+                    last = exc
+                    prediction = None
         usage = usage + _usage_of(tracker)
         if prediction is not None:
             return prediction, usage
@@ -82,6 +93,49 @@ def run_program(program: Any, lm: Any, inputs: dict[str, Any], *, max_attempts: 
     raise WriteProgramError(
         f"{type(program).__name__} failed {max_attempts} times: {short_error(last)}", usage=usage
     )
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _call_with_deadline(program: Any, inputs: dict[str, Any], timeout_s: float | None) -> Any:
+    """program(**inputs), given up after `timeout_s` seconds. The call runs in a daemon thread
+    with this thread's context (DSPy's settings and usage tracking live in context variables);
+    a call that never returns is abandoned: its answer, if it ever comes, is dropped."""
+    if timeout_s is None:
+        return program(**inputs)
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+    context = contextvars.copy_context()
+
+    def call() -> None:
+        try:
+            outcome["value"] = context.run(program, **inputs)
+        except BaseException as exc:  # handed to the waiting thread
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=call, name="dspy-memory-lm-call", daemon=True).start()
+    if not done.wait(timeout_s):
+        raise _Timeout(f"the LM did not answer within {timeout_s:g} s (write.lm_timeout_s)")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def prompt_tokens(program: Any, inputs: dict[str, Any]) -> int:
+    """Tokens of the prompt the program's first LM call will send for `inputs` (instructions,
+    demos and inputs as the adapter renders them), counted before the call."""
+    import dspy
+
+    from dspy_memory.tokens import count_tokens
+
+    predictor = program.named_predictors()[0][1]
+    adapter = dspy.settings.adapter or dspy.ChatAdapter()
+    messages = adapter.format(predictor.signature, predictor.demos, inputs)
+    return sum(count_tokens(str(message.get("content") or "")) for message in messages)
 
 
 def _usage_of(tracker: Any) -> LMUsage:

@@ -18,11 +18,12 @@ from dspy_memory.lm import make_lm, resolve_lm
 from dspy_memory.profile import Profiles, ProfileUpdate
 from dspy_memory.retrieval import Recipe, Retriever
 from dspy_memory.store import Store, TimeView
-from dspy_memory.text import content_hash, valid_text
+from dspy_memory.text import SINGLE_VALUED_PREDICATES, content_hash, valid_text
 from dspy_memory.timeutil import TimeLike
 from dspy_memory.types import (
     AddResult,
     Answer,
+    AuditReport,
     Context,
     DeleteResult,
     EntityEdges,
@@ -516,6 +517,14 @@ class Memory:
 
         return make_tools(self, Scope.of(user_id, agent_id, run_id), allow)
 
+    def check(self) -> AuditReport:
+        """Check the file against the invariants: SQLite's integrity check, indexes that agree
+        with the memory rows, no processed input left without a memory, one current fact per
+        single-valued slot (lives_in, works_at, ...), nothing invalidated or processed twice.
+        `report.ok` sums it up; the other fields say what and where."""
+        self._retriever.flush()
+        return self.store.audit(single_valued=SINGLE_VALUED_PREDICATES)
+
     def stats(self) -> dict[str, Any]:
         """Row counts, the embedder, and what the write program has cost so far."""
         return {**self.store.stats(), "writes": self.store.runs.totals()}
@@ -556,6 +565,7 @@ class Memory:
         """Process queued background adds, then close the file."""
         self._background.close()
         self._retriever.close()
+        self._writer.claims.release()
         self.store.close()
 
     def __enter__(self) -> Memory:

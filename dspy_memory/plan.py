@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from dspy_memory.text import content_hash, normalize_name, normalize_predicate
+from dspy_memory.text import content_hash, normalize_name, normalize_predicate, surrogate_at
 from dspy_memory.timeutil import to_db
 from dspy_memory.types import MemoryRecord, Op, Rejection, Scope
 
@@ -16,6 +16,7 @@ NEEDS_TARGET = ("UPDATE", "INVALIDATE", "DELETE", "NOOP")
 NEEDS_CONTENT = ("ADD", "UPDATE", "INVALIDATE")
 _DATE = re.compile(r"^(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?")
 _MAX_NAME = 200
+_TEXT_FIELDS = ("content", "subject", "predicate", "object", "valid_at", "invalid_at", "reason")
 
 
 @dataclass
@@ -73,6 +74,20 @@ def _in_scope(record: MemoryRecord, scope: Scope) -> bool:
     )
 
 
+def _mismatch(op: Op, target: MemoryRecord | None) -> str | None:
+    """Why `op` cannot act on `target`: it names another subject or another relation (both
+    sides must name one to differ)."""
+    if target is None:
+        return None
+    if op.subject and target.subject and normalize_name(op.subject) != normalize_name(target.subject):
+        return "is about someone else"
+    if op.predicate and target.predicate:
+        ours, theirs = normalize_predicate(op.predicate), normalize_predicate(target.predicate)
+        if ours and theirs and ours != theirs:
+            return f"is about another relation ({ours}, the target's is {theirs})"
+    return None
+
+
 def plan_ops(
     ops: Sequence[Op],
     candidates: Mapping[int, MemoryRecord],
@@ -81,19 +96,20 @@ def plan_ops(
     observed_at: str,
     delete_requested: bool,
     deletable: set[int] | frozenset[int] = frozenset(),
-    existing_hashes: Mapping[str, str],
+    existing: Mapping[str, MemoryRecord],
     limits: PlanLimits = PlanLimits(),
 ) -> Plan:
     """Check every operation; return the ones to apply and the reasons the others were refused.
 
     `candidates` maps the aliases shown to the LM to the memories they stand for;
-    `existing_hashes` maps content hashes of the scope's current memories to their ids;
+    `existing` maps content hashes of the scope's current memories to them (an ADD of words
+    already remembered confirms that memory: a NOOP);
     `delete_requested` says whether the input explicitly asks to forget something, and
     `deletable` which aliases that request mentions (only those may be deleted).
     """
     planned: list[PlannedOp] = []
     rejected: list[Rejection] = []
-    used_targets: dict[int, int] = {}
+    used_targets: dict[str, int] = {}  # memory id -> operation that acted on it
     seen_hashes: dict[str, int] = {}
     deletes = 0
 
@@ -103,6 +119,12 @@ def plan_ops(
     for index, op in enumerate(ops):
         if not isinstance(op, Op):
             refuse(index, None, f"not an operation ({type(op).__name__})")
+            continue
+        broken = next(
+            (name for name in _TEXT_FIELDS if surrogate_at(getattr(op, name) or "") is not None), None
+        )
+        if broken is not None:
+            refuse(index, op, f"{broken} is not valid text (a lone surrogate)")
             continue
         if index >= limits.max_ops:
             refuse(index, op, f"more than {limits.max_ops} operations in one answer")
@@ -120,25 +142,21 @@ def plan_ops(
             if not _in_scope(target, scope):
                 refuse(index, op, f"alias {op.target} is outside the scope being written")
                 continue
-            if op.target in used_targets:
+            if target.id in used_targets:
                 refuse(
                     index,
                     op,
-                    f"alias {op.target} was already acted on by operation {used_targets[op.target]}",
+                    f"alias {op.target} was already acted on by operation {used_targets[target.id]}",
                 )
                 continue
-        if (
-            action in ("UPDATE", "INVALIDATE")
-            and target is not None
-            and op.subject
-            and target.subject
-            and normalize_name(op.subject) != normalize_name(target.subject)
-        ):
-            # Facts about different people never replace each other, whatever the predicate.
-            if action == "UPDATE":
-                refuse(index, op, f"UPDATE of alias {op.target} is about someone else")
+        mismatch = _mismatch(op, target) if action in ("UPDATE", "INVALIDATE", "NOOP") else None
+        if mismatch is not None:
+            # A fact about someone else, or about another relation, never replaces or confirms
+            # the target; an INVALIDATE's new fact still stands on its own.
+            if action != "INVALIDATE":
+                refuse(index, op, f"{action} of alias {op.target} {mismatch}")
                 continue
-            refuse(index, op, f"INVALIDATE of alias {op.target} kept as ADD: it is about someone else")
+            refuse(index, op, f"INVALIDATE of alias {op.target} kept as ADD: {mismatch}")
             action, target = "ADD", None
         content = " ".join(op.content.split()) if op.content else None
         digest = content_hash(content) if content else None
@@ -152,9 +170,12 @@ def plan_ops(
             if digest in seen_hashes:
                 refuse(index, op, f"same content as operation {seen_hashes[digest]}")
                 continue
+            known = existing.get(digest) if digest else None
             if action == "UPDATE" and target is not None and digest == target.content_hash:
                 action = "NOOP"  # an "update" to the same words: the fact was already known
-            elif digest in existing_hashes and existing_hashes[digest] != (target.id if target else None):
+            elif known is not None and action == "ADD" and known.id not in used_targets:
+                action, target = "NOOP", known  # words already remembered: a confirmation
+            elif known is not None and known.id != (target.id if target else None):
                 refuse(index, op, "the same content is already a current memory")
                 continue
         if action == "DELETE":
@@ -177,11 +198,19 @@ def plan_ops(
             valid_at = to_db(target.valid_at)
         if action == "INVALIDATE" and not op.correction:
             valid_at = valid_at or observed_at
-            if target is not None and target.valid_at is not None and valid_at <= to_db(target.valid_at):
-                refuse(index, op, f"INVALIDATE of alias {op.target} kept as ADD: the new fact is not newer")
+            replaced_since = to_db(target.valid_at) if target is not None and target.valid_at else None
+            if replaced_since is not None and valid_at <= replaced_since:
+                # Said late: it held until the newer fact began, which stays the current one.
+                refuse(
+                    index,
+                    op,
+                    f"INVALIDATE of alias {op.target} kept as a past ADD: the new fact is not newer",
+                )
                 action, target = "ADD", None
+                if valid_at < replaced_since and (invalid_at is None or invalid_at > replaced_since):
+                    invalid_at = replaced_since
         if target is not None:
-            used_targets[op.target] = index  # type: ignore[index]
+            used_targets[target.id] = index
         if digest is not None:
             seen_hashes[digest] = index
         subject = op.subject.strip()[:_MAX_NAME] if op.subject else None

@@ -6,6 +6,7 @@ empties a result that had matches further down. Named recipes choose the sources
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -22,6 +23,8 @@ from dspy_memory.store.keyword import query_terms
 from dspy_memory.text import searchable, shown
 from dspy_memory.timeutil import now_db
 from dspy_memory.types import Hit, Scope, ScoreDetails
+
+logger = logging.getLogger("dspy_memory")
 
 MAX_K = 1000
 ACCESS_FLUSH_ROWS = 256
@@ -88,12 +91,25 @@ class Retriever:
             self.flush()
 
     def flush(self) -> None:
-        """Write the recall counts gathered since the last flush."""
+        """Write the recall counts gathered since the last flush; when the file is busy they
+        wait for the next flush (a read never waits for, or fails on, bookkeeping)."""
         with self._access_lock:
             pending, self._access = self._access, {}
             self._access_flushed = time.monotonic()
-        if pending:
-            self.store.record_access([(row_id, count, at) for row_id, (count, at) in pending.items()])
+        if not pending:
+            return
+        try:
+            written = self.store.record_access(
+                [(row_id, count, at) for row_id, (count, at) in pending.items()]
+            )
+        except Exception:
+            logger.warning("recall counts not written yet", exc_info=True)
+            written = False
+        if not written:
+            with self._access_lock:
+                for row_id, (count, at) in pending.items():
+                    later, last = self._access.get(row_id, (0, at))
+                    self._access[row_id] = (count + later, max(at, last))
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

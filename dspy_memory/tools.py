@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from dspy_memory.context import LOW_CONFIDENCE
-from dspy_memory.errors import DSPyMemoryError
+from dspy_memory.errors import DSPyMemoryError, InvalidInputError
 from dspy_memory.text import day
 from dspy_memory.types import MemoryRecord, Scope
 
@@ -89,10 +89,12 @@ def _tool_class() -> type:
 def make_tools(memory: Memory, scope: Scope, allow: Iterable[str] | None = None) -> list[Any]:
     """`dspy.Tool`s bound to `memory` and `scope`; `allow` picks some of TOOL_NAMES."""
 
+    if allow is not None and (isinstance(allow, (str, bytes)) or not isinstance(allow, Iterable)):
+        raise InvalidInputError(f"allow takes a list of tool names from {list(TOOL_NAMES)}")
     chosen = list(TOOL_NAMES if allow is None else allow)
-    unknown = sorted(set(chosen) - set(TOOL_NAMES))
+    unknown = [name for name in chosen if name not in TOOL_NAMES]
     if unknown:
-        raise ValueError(f"unknown memory tools {unknown}; choose from {list(TOOL_NAMES)}")
+        raise InvalidInputError(f"unknown memory tools {unknown!r:.200}; choose from {list(TOOL_NAMES)}")
     ids = scope.model_dump()
 
     def resolve(memory_id: str) -> str:

@@ -410,6 +410,7 @@ class AppliedOp(BaseModel):
     action: WriteAction
     memory_id: str
     content: str | None = None
+    # ADD, UPDATE, INVALIDATE: the new content; NOOP: the content of the memory confirmed.
     # For INVALIDATE: the memory that stopped being true (memory_id is the new fact).
     replaced_id: str | None = None
     correction: bool = False
@@ -472,3 +473,31 @@ class DeleteResult(BaseModel):
     @property
     def total(self) -> int:
         return sum(self.counts.values())
+
+
+class AuditReport(BaseModel):
+    """What `Memory.check()` found: the file against the invariants. `ok` is True when SQLite's
+    integrity check passes, every index holds one entry per memory row, no processed episode
+    was left without a memory, no single-valued slot has two current facts, no memory was
+    invalidated twice, and no episode was processed twice. Lists hold samples (ids)."""
+
+    integrity: str
+    rows: dict[str, int]
+    index_mismatch: bool
+    episodes: dict[str, int]
+    episodes_lost: int
+    lost_sample: list[str] = Field(default_factory=list)
+    slots_with_several_current: list[dict[str, Any]] = Field(default_factory=list)
+    invalidated_twice: list[str] = Field(default_factory=list)
+    episodes_processed_twice: list[str] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.integrity == "ok"
+            and not self.index_mismatch
+            and self.episodes_lost == 0
+            and not self.slots_with_several_current
+            and not self.invalidated_twice
+            and not self.episodes_processed_twice
+        )

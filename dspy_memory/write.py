@@ -5,6 +5,11 @@ reads the episodes next to the existing memories most related to them, proposes 
 `plan.py` validates them, and they are applied in ONE transaction with their events. Episodes
 are written in their own transaction before anything that can fail (embedding, the LM), so
 nothing a user gave us is lost; unfinished episodes are replayed by `unfinished`/`infer`.
+
+Batches sent to the LM hold at most `write.max_batch` episodes and fit `write.max_prompt_tokens`.
+Episodes are claimed by the writer that processes them (claims.py), and a batch whose memories
+changed while the LM read them is planned again (apply.py), so concurrent writers and replays
+never process an episode twice or leave two current values of one fact.
 """
 
 from __future__ import annotations
@@ -16,27 +21,47 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from dspy_memory.apply import PlanApplier
+from dspy_memory.apply import ClaimLostError, PlanApplier, Seen, raw_turn
+from dspy_memory.claims import Claimant
 from dspy_memory.config import WriteConfig
 from dspy_memory.embed import Embedder
-from dspy_memory.errors import InvalidInputError, WriteProgramError
+from dspy_memory.errors import InvalidInputError, WriteConflictError, WriteProgramError
 from dspy_memory.inputs import MessagesInput, check_metadata, drafts_from_input, turn_text
-from dspy_memory.lm import lm_name, run_program, short_error
+from dspy_memory.lm import lm_name, prompt_tokens, run_program, short_error
 from dspy_memory.plan import Plan, PlanLimits, plan_ops
 from dspy_memory.retrieval import Retriever
-from dspy_memory.store import NewMemory, Store, TimeView
+from dspy_memory.store import Store, TimeView
 from dspy_memory.store.keyword import query_terms
-from dspy_memory.text import content_hash
+from dspy_memory.text import content_hash, day, surrogate_at
 from dspy_memory.timeutil import TimeLike, from_db, now_db, to_datetime, to_db, utcnow
+from dspy_memory.tokens import count_tokens
 from dspy_memory.types import AddResult, Episode, LMUsage, MemoryRecord, Rejection, Scope
 
 logger = logging.getLogger("dspy_memory")
 
 FACT_KINDS = ("fact", "preference", "event", "procedure", "profile", "note")
+NO_LM = "no LM configured; reprocess() with one"
 
 
 def scope_of(episode: Episode) -> Scope:
     return Scope.of(episode.user_id, episode.agent_id, episode.run_id)
+
+
+def merge_results(results: Sequence[AddResult], mode: str) -> AddResult:
+    """One result for several batches of one input."""
+    usage = LMUsage()
+    for result in results:
+        usage = usage + result.usage
+    errors = [result.error for result in results if result.error]
+    return AddResult(
+        episodes=[episode for result in results for episode in result.episodes],
+        memories=[memory for result in results for memory in result.memories],
+        mode=mode,  # type: ignore[arg-type]
+        ops=[op for result in results for op in result.ops],
+        rejected=[rejection for result in results for rejection in result.rejected],
+        usage=usage,
+        error="; ".join(dict.fromkeys(errors)) or None,
+    )
 
 
 class Writer:
@@ -50,6 +75,7 @@ class Writer:
         self._program = program
         self._applier = PlanApplier(store, embedder, confirm_strength=config.confirm_strength)
         self._forget = re.compile(config.forget_pattern, re.IGNORECASE)
+        self.claims = Claimant(store.episodes, lease_seconds=config.claim_lease_seconds)
 
     @property
     def program(self) -> Any:
@@ -100,72 +126,75 @@ class Writer:
             json.dumps([episode.metadata for episode in episodes])
         except TypeError as exc:
             raise InvalidInputError(f"metadata must be JSON-serializable: {exc}") from None
-        self.store.episodes.insert(episodes)
+        self.store.episodes.insert(episodes, claim=self.claims.claim() if status != "done" else None)
         return episodes
 
     def unfinished(self, *, grace_seconds: float, limit: int = 1000) -> list[Episode]:
-        """Episodes left pending or failed, older than `grace_seconds` (younger ones may be in
-        the hands of another writer right now)."""
+        """Claim the episodes left pending or failed, older than `grace_seconds`, that no other
+        writer is working on; returns those claimed. Rows that cannot be read are reported and
+        skipped."""
         cutoff = to_db(utcnow().timestamp() - grace_seconds) or now_db()
-        return self.store.episodes.unfinished(ingested_before=cutoff, limit=limit)
+        found = self.store.episodes.unfinished(ingested_before=cutoff, limit=limit)
+        for episode_id, why in found.unreadable:
+            logger.warning("episode %s cannot be read and is skipped (fix or delete it): %s", episode_id, why)
+        return self.claims.take(found)
 
     def process(self, episodes: Sequence[Episode], lm: Any) -> AddResult:
-        """Raw mode without an LM, else the write program."""
-        if lm is None:
-            memories = self.process_raw(episodes)
-            return AddResult(
-                episodes=self.store.episodes.get_many([e.id for e in episodes]), memories=memories
-            )
-        return self.infer(episodes, lm=lm)
+        """Raw mode without an LM, else the write program. Claims on episodes left unfinished
+        (an exception) are given up, so any writer can take them again."""
+        try:
+            if lm is None:
+                memories = self.process_raw(episodes)
+                return AddResult(
+                    episodes=self.store.episodes.get_many([e.id for e in episodes]), memories=memories
+                )
+            return self.infer(episodes, lm=lm)
+        finally:
+            self.claims.release([episode.id for episode in episodes])
 
     def resume(
         self, episodes: Sequence[Episode], lm: Any, *, submit: Callable[[list[Episode], Any], None]
     ) -> int:
-        """Process unfinished episodes the way they were added: raw ones now, inferred ones
-        through `submit` (the background writer), or kept as raw turns until an LM is set."""
-        self.process_raw([episode for episode in episodes if not episode.infer], actor="system")
-        inferred = [episode for episode in episodes if episode.infer]
-        if inferred and lm is None:
-            self._await_lm(inferred)
-        elif inferred:
-            submit(inferred, lm)
+        """Process claimed unfinished episodes the way they were added: raw ones now, inferred
+        ones through `submit` (the background writer), or kept as raw turns until an LM is set."""
+        now = [episode for episode in episodes if not episode.infer or lm is None]
+        if now:
+            self.process(now, None)
+        later = [episode for episode in episodes if episode.infer and lm is not None]
+        if later:
+            submit(later, lm)
         return len(episodes)
 
     def reprocess(self, lm: Any, *, limit: int = 1000) -> list[AddResult]:
-        """Process every failed and pending episode now, one batch per scope and intent."""
+        """Process every failed and pending episode no other writer holds now, one scope and
+        intent at a time (in batches of `max_batch`)."""
         by_scope: dict[Scope, list[Episode]] = {}
         for episode in self.unfinished(grace_seconds=0, limit=limit):
             by_scope.setdefault(scope_of(episode), []).append(episode)
         results = []
-        for batch in by_scope.values():
-            raw = [episode for episode in batch if not episode.infer]
-            inferred = [episode for episode in batch if episode.infer]
-            if raw:
-                results.append(self.process(raw, None))
-            if inferred and lm is None:
-                self._await_lm(inferred)
-            elif inferred:
-                results.append(self.infer(inferred, lm=lm))
+        try:
+            for batch in by_scope.values():
+                raw = [episode for episode in batch if not episode.infer]
+                inferred = [episode for episode in batch if episode.infer]
+                if raw:
+                    results.append(self.process(raw, None))
+                if inferred:
+                    result = self.process(inferred, lm)
+                    if lm is not None:
+                        results.append(result)
+        finally:
+            self.claims.release([episode.id for batch in by_scope.values() for episode in batch])
         return results
-
-    def _await_lm(self, episodes: list[Episode]) -> None:
-        # Searchable meanwhile; still failed, so an LM extracts their facts later.
-        self.process_raw(
-            episodes, actor="system", status="failed", error="no LM configured; reprocess() with one"
-        )
 
     # -- raw mode ------------------------------------------------------------------------------
 
     def process_raw(
-        self,
-        episodes: Sequence[Episode],
-        *,
-        actor: str = "user",
-        status: str = "done",
-        error: str | None = None,
+        self, episodes: Sequence[Episode], *, actor: str = "user", error: str | None = None
     ) -> list[MemoryRecord]:
-        """Store episodes as `turn` memories. Safe to repeat: an episode that already has
-        memories gets none again. `status` is what the episodes are marked afterwards."""
+        """Store the episodes this writer holds as `turn` memories. Safe to repeat: an episode
+        that already has memories gets none again. Episodes added raw are then done; episodes
+        meant for an LM are kept raw until one can run: marked failed with `error` (default: no
+        LM), so reprocess() extracts them later."""
         if not episodes:
             return []
         ids = [episode.id for episode in episodes]
@@ -178,82 +207,123 @@ class Writer:
             self.store.episodes.mark(ids, "failed", error=reason + short_error(exc))
             raise
         with self.store.transaction():
-            # Checked again under the write lock: another writer (the background thread, a second
-            # process replaying the log) may have stored these episodes while we embedded.
+            # Checked again under the write lock: only what this writer still holds, and not what
+            # another writer stored while we embedded.
+            held = self.claims.held(ids)
             stored = self.store.episodes.with_memories([episode.id for episode in todo]) if todo else set()
             items = [
-                NewMemory(
-                    id=str(uuid.uuid4()),
-                    content=turn_text(episode),
-                    content_hash=content_hash(turn_text(episode)),
-                    embedding=vector,
-                    kind="turn",
-                    user_id=episode.user_id,
-                    agent_id=episode.agent_id,
-                    run_id=episode.run_id,
-                    metadata=episode.metadata,
-                    valid_at=to_db(episode.occurred_at),
-                    episode_ids=[episode.id],
-                )
+                raw_turn(episode, vector)
                 for episode, vector in zip(todo, vectors)
-                if episode.id not in stored
+                if episode.id not in stored and episode.id in held
             ]
             row_ids = self.store.insert_memories(items, actor=actor)
-            self.store.episodes.mark(ids, status, error=error)
+            self.store.episodes.mark([e.id for e in episodes if e.id in held and not e.infer], "done")
+            waiting = [e.id for e in episodes if e.id in held and e.infer]
+            self.store.episodes.mark(waiting, "failed", error=error or NO_LM)
             found = self.store.records_with_provenance(row_ids, TimeView.at())
         return [found[row_id][0] for row_id in row_ids]
 
     # -- inference -----------------------------------------------------------------------------
 
     def infer(self, episodes: Sequence[Episode], *, lm: Any) -> AddResult:
-        """Run the write program over episodes of ONE scope and apply what it decides.
+        """Run the write program over episodes of ONE scope, in batches of `max_batch` in time
+        order, and apply what it decides.
 
-        LM and parse failures do not raise: after `max_attempts` the episodes are marked failed
-        with the error and kept searchable as raw `turn` memories (see AddResult.error)."""
+        LM and parse failures do not raise: the batch's episodes are marked failed with the
+        error and kept searchable as raw `turn` memories (see AddResult.error)."""
+        ordered = sorted(episodes, key=lambda e: (e.occurred_at, e.ingested_at))
+        size = self.config.max_batch
+        results = [
+            self._infer_batch(ordered[start : start + size], lm) for start in range(0, len(ordered), size)
+        ]
+        return results[0] if len(results) == 1 else merge_results(results, self.config.mode)
+
+    def _infer_batch(self, episodes: Sequence[Episode], lm: Any) -> AddResult:
         mode = self.config.mode
         started = now_db()
         scope = scope_of(episodes[0])
         ids = [episode.id for episode in episodes]
-        spoken = sorted(
-            (e for e in episodes if e.content.strip()), key=lambda e: (e.occurred_at, e.ingested_at)
-        )
+        spoken = [e for e in episodes if e.content.strip()]
         if not spoken:
             self.store.episodes.mark(ids, "done")
             return AddResult(episodes=self.store.episodes.get_many(ids), mode=mode)
         observed = max(to_db(episode.occurred_at) for episode in spoken)
-        try:
-            candidates = self._candidates(spoken, scope)
-        except Exception as exc:  # the embedder is down: nothing to do until it is back
-            self.store.episodes.mark(ids, "failed", error=short_error(exc))
-            raise
-        try:
-            prediction, usage = run_program(
-                self.program,
-                lm,
-                self._program_inputs(spoken, candidates, scope, observed),
-                max_attempts=self.config.max_attempts,
+        usage = LMUsage()
+        conflict: WriteConflictError | None = None
+        for _ in range(self.config.max_conflict_retries + 1):
+            after_row_id = self.store.last_row_id()  # before the candidates: nothing newer is seen
+            try:
+                candidates = self._candidates(spoken, scope)
+            except Exception as exc:  # the embedder is down: nothing to do until it is back
+                self.store.episodes.mark(ids, "failed", error=short_error(exc))
+                raise
+            inputs = self._program_inputs(spoken, candidates, scope, observed)
+            if len(episodes) > 1 and conflict is None and self._over_budget(inputs):
+                half = len(episodes) // 2
+                return merge_results(
+                    [self._infer_batch(episodes[:half], lm), self._infer_batch(episodes[half:], lm)], mode
+                )
+            self.claims.renew(ids)
+            try:
+                prediction, spent = run_program(
+                    self.program,
+                    lm,
+                    inputs,
+                    max_attempts=self.config.max_attempts,
+                    timeout_s=self.config.lm_timeout_s,
+                )
+            except WriteProgramError as exc:
+                usage = usage + (exc.usage or LMUsage())
+                return self._fail(episodes, scope, mode, lm, usage, str(exc), started)
+            usage = usage + spent
+            plan, requests = self._plan(list(prediction.ops or []), candidates, spoken, scope, observed)
+            try:
+                applied, memories = self._applier.apply(
+                    plan,
+                    episodes,
+                    scope,
+                    observed,
+                    seen=Seen(after_row_id, candidates),
+                    held_by=self.claims.token,
+                    forget_requests=requests,
+                )
+            except WriteConflictError as exc:
+                conflict = exc
+                logger.info("write program: %s; planning again with fresh memories", exc)
+                continue
+            except ClaimLostError as exc:
+                self._log_run(scope, mode, ids, lm, usage, 0, plan.rejected, str(exc), started)
+                return AddResult(
+                    episodes=self.store.episodes.get_many(ids), mode=mode, usage=usage, error=str(exc)
+                )
+            except Exception as exc:
+                self.store.episodes.mark(ids, "failed", error=short_error(exc))
+                self._log_run(scope, mode, ids, lm, usage, 0, plan.rejected, short_error(exc), started)
+                raise
+            self._log_run(scope, mode, ids, lm, usage, len(applied), plan.rejected, None, started)
+            if plan.rejected:
+                logger.info("write program: %d operation(s) refused: %s", len(plan.rejected), plan.rejected)
+            return AddResult(
+                episodes=self.store.episodes.get_many(ids),
+                memories=memories,
+                mode=mode,
+                ops=applied,
+                rejected=plan.rejected,
+                usage=usage,
             )
-            ops = list(prediction.ops or [])
-        except WriteProgramError as exc:
-            return self._fail(episodes, scope, mode, lm, exc.usage or LMUsage(), str(exc), started)
-        plan = self._plan(ops, candidates, spoken, scope, observed)
-        try:
-            applied, memories = self._applier.apply(plan, episodes, scope, observed)
-        except Exception as exc:
-            self.store.episodes.mark(ids, "failed", error=short_error(exc))
-            self._log_run(scope, mode, ids, lm, usage, 0, plan.rejected, short_error(exc), started)
-            raise
-        self._log_run(scope, mode, ids, lm, usage, len(applied), plan.rejected, None, started)
-        if plan.rejected:
-            logger.info("write program: %d operation(s) refused: %s", len(plan.rejected), plan.rejected)
-        return AddResult(
-            episodes=self.store.episodes.get_many(ids),
-            memories=memories,
-            mode=mode,
-            ops=applied,
-            rejected=plan.rejected,
-            usage=usage,
-        )
+        error = f"concurrent writes changed these memories {self.config.max_conflict_retries + 1} times: {conflict}"
+        return self._fail(episodes, scope, mode, lm, usage, error, started)
+
+    def _over_budget(self, inputs: dict[str, Any]) -> bool:
+        """Whether the first LM call for `inputs` would exceed `max_prompt_tokens` (memories shown
+        only to a later call, as in two-step's reconcile, are counted too)."""
+        program = self.program
+        tokens = prompt_tokens(program, inputs)
+        if "existing_memories" not in program.named_predictors()[0][1].signature.input_fields:
+            tokens += count_tokens(
+                json.dumps([memory.model_dump() for memory in inputs["existing_memories"]])
+            )
+        return tokens > self.config.max_prompt_tokens
 
     def _candidates(self, spoken: Sequence[Episode], scope: Scope) -> dict[int, MemoryRecord]:
         """Existing memories most related to the new messages, by alias 1, 2, ..."""
@@ -288,7 +358,7 @@ class Writer:
                 content=record.content,
                 subject=record.subject,
                 predicate=record.predicate,
-                valid_at=record.valid_at.strftime("%Y-%m-%d") if record.valid_at else None,
+                valid_at=record.valid_at.date().isoformat() if record.valid_at else None,
             )
             for alias, record in candidates.items()
         ]
@@ -299,7 +369,7 @@ class Writer:
         when = from_db(observed)
         return {
             "turns": turns,
-            "observed_at": when.strftime("%Y-%m-%d (%A)"),  # type: ignore[union-attr]
+            "observed_at": f"{day(when)} ({when:%A})",
             "existing_memories": existing,
             "context": f"Speakers: {', '.join(speakers)}. Memories belong to {owner}.",
         }
@@ -311,8 +381,13 @@ class Writer:
         spoken: Sequence[Episode],
         scope: Scope,
         observed: str,
-    ) -> Plan:
-        hashes = [content_hash(op.content) for op in ops if getattr(op, "content", None)]
+    ) -> tuple[Plan, list[str]]:
+        """The validated plan, and the episodes that ask to forget something."""
+        hashes = [
+            content_hash(op.content)
+            for op in ops
+            if isinstance(getattr(op, "content", None), str) and surrogate_at(op.content) is None
+        ]
         # Requests to forget count only from people, not from tool output or the assistant, and
         # a memory may be deleted only if such a request shares a word with it (beyond the
         # speaker's name): a memory that says "delete everything" cannot widen a request.
@@ -335,20 +410,21 @@ class Writer:
             if requested_terms & set(query_terms(record.content)) - set(query_terms(record.subject or ""))
         }
         config = self.config
-        return plan_ops(
+        plan = plan_ops(
             ops,
             candidates,
             scope=scope,
             observed_at=observed,
             delete_requested=bool(requests),
             deletable=deletable,
-            existing_hashes=self.store.current_by_hash(hashes, scope) if hashes else {},
+            existing=self.store.current_by_hash(hashes, scope) if hashes else {},
             limits=PlanLimits(
                 max_ops=config.max_ops,
                 max_content_chars=config.max_content_chars,
                 max_deletes=config.max_deletes,
             ),
         )
+        return plan, [episode.id for episode in requests]
 
     def _fail(
         self,
@@ -365,7 +441,7 @@ class Writer:
         ids = [episode.id for episode in episodes]
         memories: list[MemoryRecord] = []
         try:
-            memories = self.process_raw(episodes, actor="system", status="failed", error=error)
+            memories = self.process_raw(episodes, actor="system", error=error)
         except Exception as exc:  # the episodes are on disk and marked failed by process_raw
             error = f"{error}; raw turns not stored either: {short_error(exc)}"
         self._log_run(scope, mode, ids, lm, usage, 0, [], error, started)

@@ -73,4 +73,4 @@ def test_a_failed_write_rolls_back_everything(memory, monkeypatch):
         assert conn.execute("SELECT count(*) FROM memory_vectors").fetchone()[0] == 1
         assert conn.execute("SELECT count(*) FROM memory_events").fetchone()[0] == 1
     # The episode itself was persisted before the failure and is still pending.
-    assert memory.store.episodes.unfinished(ingested_before="9999")[0].content == "during"
+    assert memory.store.episodes.unfinished(ingested_before="9999").episodes[0].content == "during"

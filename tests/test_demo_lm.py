@@ -50,5 +50,5 @@ def test_the_demo_lm_is_configured_by_environment_variables(monkeypatch, capsys)
     out = capsys.readouterr().out
     assert "LM write path with ollama_chat/llama3.2" in out
     assert sum(request["path"] == "/v1/chat/completions" for request in requests) == 4
-    # The same content four times: added once, refused three times as a duplicate.
-    assert out.count("ADD        Ada is a nurse.") == 1 and "already a current memory" in out
+    # The same content four times: added once, then confirmed (NOOP) three times, never duplicated.
+    assert out.count("ADD        Ada is a nurse.") == 1 and out.count("NOOP       Ada is a nurse.") == 3

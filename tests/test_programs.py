@@ -127,7 +127,7 @@ def plan(ops, candidates=None, **kwargs):
         scope=Scope(user_id="ada"),
         observed_at=to_db("2024-03-01"),
         delete_requested=False,
-        existing_hashes={},
+        existing={},
     )
     settings.update(kwargs)
     return plan_ops([Op.model_validate(op) for op in ops], candidates or {}, **settings)
@@ -139,6 +139,7 @@ def reasons(result):
 
 def test_plan_refuses_what_cannot_be_applied():
     boston = record("Ada lives in Boston.", subject="Ada")
+    cats = record("Ada likes cats.", id_="cats")
     result = plan(
         [
             {"action": "UPDATE", "content": "x"},
@@ -153,9 +154,14 @@ def test_plan_refuses_what_cannot_be_applied():
             {"action": "DELETE", "target": 2},
         ],
         {1: boston, 2: record("Ada likes jazz.")},
-        existing_hashes={content_hash("Ada likes cats."): "other"},
+        existing={content_hash("Ada likes cats."): cats},
     )
-    assert [(p.index, p.action) for p in result.ops] == [(4, "NOOP"), (6, "ADD")]
+    # An ADD of words already remembered confirms that memory (it was not shown, and is no duplicate).
+    assert [(p.index, p.action, p.target and p.target.id) for p in result.ops] == [
+        (4, "NOOP", boston.id),
+        (6, "ADD", None),
+        (8, "NOOP", "cats"),
+    ]
     assert reasons(result) == [
         (0, "UPDATE needs the alias of an existing memory"),
         (1, "unknown alias 9: not one of the memories shown"),
@@ -163,7 +169,6 @@ def test_plan_refuses_what_cannot_be_applied():
         (3, "content longer than 1000 characters"),
         (5, "alias 1 was already acted on by operation 4"),
         (7, "same content as operation 6"),
-        (8, "the same content is already a current memory"),
         (9, "DELETE without an explicit request to forget in the input"),
     ]
 

@@ -115,7 +115,11 @@ def test_delete_without_a_request_to_forget_is_refused(db_path):
         memory.add("Ada: I like tea.", user_id="ada")
         result = memory.add("Ada: tea is nice.", user_id="ada")
         assert result.ops == [] and "explicit request to forget" in result.rejected[0].reason
-        assert [m.content for m in memory.get_all(user_id="ada")] == ["Ada likes tea."]
+        # Nothing was deleted, and the input nothing was made from stays searchable as it was said.
+        assert [(m.kind, m.content) for m in memory.get_all(user_id="ada")] == [
+            ("turn", "Ada: tea is nice."),
+            ("fact", "Ada likes tea."),
+        ]
 
 
 # -- cost accounting -------------------------------------------------------------------------

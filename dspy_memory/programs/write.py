@@ -28,7 +28,7 @@ class Turn(BaseModel):
         return cls(
             speaker=episode.name or episode.role or "user",
             text=episode.content[:max_chars],
-            time=episode.occurred_at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M"),
+            time=episode.occurred_at.astimezone(timezone.utc).isoformat(" ", "minutes")[:16],
         )
 
 

@@ -170,25 +170,58 @@ class Connections:
         """A write transaction. Nested calls on the same thread join the outer transaction."""
         with self._write_lock:
             conn = self._conn()
-            depth = getattr(self._local, "depth", 0)
-            if depth:
-                self._local.depth = depth + 1
-                try:
-                    yield conn
-                finally:
-                    self._local.depth = depth
+            if getattr(self._local, "depth", 0):
+                yield from self._joined(conn)
                 return
             conn.execute("BEGIN IMMEDIATE")
-            self._local.depth = 1
+            yield from self._outermost(conn)
+
+    @contextmanager
+    def transaction_if_free(self) -> Iterator[Any | None]:
+        """A write transaction if the file can be locked at once, else None: for bookkeeping
+        that may wait for a later write but must never make a read wait or fail."""
+        if not self._write_lock.acquire(blocking=False):
+            yield None
+            return
+        try:
+            conn = self._conn()
+            if getattr(self._local, "depth", 0):
+                yield from self._joined(conn)
+                return
+            conn.execute("PRAGMA busy_timeout = 0")
             try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            else:
-                conn.execute("COMMIT")
+                conn.execute("BEGIN IMMEDIATE")
+                began = True
+            except self.driver.OperationalError:  # another process holds the write lock
+                began = False
             finally:
-                self._local.depth = 0
+                conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+            if not began:
+                yield None
+                return
+            yield from self._outermost(conn)
+        finally:
+            self._write_lock.release()
+
+    def _joined(self, conn: Any) -> Iterator[Any]:
+        depth = self._local.depth
+        self._local.depth = depth + 1
+        try:
+            yield conn
+        finally:
+            self._local.depth = depth
+
+    def _outermost(self, conn: Any) -> Iterator[Any]:
+        self._local.depth = 1
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")
+        finally:
+            self._local.depth = 0
 
     def in_transaction(self) -> bool:
         """Whether this thread is inside `transaction()`."""

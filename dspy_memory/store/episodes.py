@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from dspy_memory.store.connection import Connections
 from dspy_memory.store.queries import Predicate, scope_predicate
@@ -37,15 +37,34 @@ def _episode_from_row(row: Any) -> Episode:
     )
 
 
+class Claim(NamedTuple):
+    """Who is processing an episode, and until when (db time)."""
+
+    token: str
+    expires_at: str
+
+
+class Unfinished(NamedTuple):
+    """Episodes left pending or failed, with the claim each carries (None: free), and the rows
+    that could not be read as episodes (id, why), which are skipped."""
+
+    episodes: list[Episode]
+    claims: dict[str, Claim | None]
+    unreadable: list[tuple[str, str]]
+
+
 class EpisodeLog:
     def __init__(self, conns: Connections) -> None:
         self._conns = conns
 
-    def insert(self, episodes: Sequence[Episode]) -> None:
+    def insert(self, episodes: Sequence[Episode], *, claim: Claim | None = None) -> None:
+        """Write episodes in their own transaction; `claim` holds them for the writer that is
+        about to process them."""
+        token, expires = claim if claim is not None else (None, None)
         with self._conns.transaction() as conn:
             conn.executemany(
-                f"INSERT INTO episodes ({_EPISODE_COLUMNS}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO episodes ({_EPISODE_COLUMNS}, claimed_by, claim_expires_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         e.id,
@@ -63,17 +82,71 @@ class EpisodeLog:
                         e.error,
                         e.attempts,
                         int(e.infer),
+                        token if e.status != "done" else None,
+                        expires if e.status != "done" else None,
                     )
                     for e in episodes
                 ],
             )
 
     def mark(self, ids: Sequence[str], status: str, error: str | None = None) -> None:
+        """Record the outcome of a processing attempt; the episodes' claims end with it."""
         with self._conns.transaction() as conn:
             conn.executemany(
-                "UPDATE episodes SET status = ?, error = ?, attempts = attempts + 1 WHERE id = ?",
+                "UPDATE episodes SET status = ?, error = ?, attempts = attempts + 1, claimed_by = NULL, "
+                "claim_expires_at = NULL WHERE id = ?",
                 [(status, error, episode_id) for episode_id in ids],
             )
+
+    def claim(self, claims: dict[str, Claim | None], claim: Claim) -> list[str]:
+        """Take the episodes of `claims` whose claim is still the one given there (compare and
+        set, so two writers never both win) and that are not done; returns the ids taken."""
+        taken = []
+        with self._conns.transaction() as conn:
+            for episode_id, seen in claims.items():
+                cursor = conn.execute(
+                    "UPDATE episodes SET claimed_by = ?, claim_expires_at = ? WHERE id = ? "
+                    "AND status != 'done' AND claimed_by IS ? AND claim_expires_at IS ?",
+                    (claim.token, claim.expires_at, episode_id, *(seen or (None, None))),
+                )
+                if cursor.rowcount:
+                    taken.append(episode_id)
+        return taken
+
+    def renew(self, ids: Sequence[str], claim: Claim) -> None:
+        """Extend the writer's claim on episodes it holds."""
+        with self._conns.transaction() as conn:
+            conn.execute(
+                "UPDATE episodes SET claim_expires_at = ? WHERE id IN (SELECT value FROM json_each(?)) "
+                "AND claimed_by = ?",
+                (claim.expires_at, json.dumps(list(ids)), claim.token),
+            )
+
+    def release(self, ids: Sequence[str] | None, token: str) -> None:
+        """Free the episodes of `ids` (None: all) that `token` still holds."""
+        with self._conns.transaction() as conn:
+            if ids is None:
+                conn.execute(
+                    "UPDATE episodes SET claimed_by = NULL, claim_expires_at = NULL WHERE claimed_by = ?",
+                    (token,),
+                )
+                return
+            conn.execute(
+                "UPDATE episodes SET claimed_by = NULL, claim_expires_at = NULL "
+                "WHERE id IN (SELECT value FROM json_each(?)) AND claimed_by = ?",
+                (json.dumps(list(ids)), token),
+            )
+
+    def held(self, ids: Sequence[str], token: str) -> set[str]:
+        """Which of these episodes the writer `token` holds (not done). Inside the caller's write
+        transaction this is the last word: nobody else can take them before it commits."""
+        with self._conns.read() as conn:
+            rows = conn.execute(
+                "SELECT id FROM episodes WHERE id IN (SELECT value FROM json_each(?)) "
+                "AND claimed_by = ? AND status != 'done'",
+                (json.dumps(list(ids)), token),
+            ).fetchall()
+        return {row[0] for row in rows}
 
     def get_many(self, episode_ids: Sequence[str]) -> list[Episode]:
         """Episodes by id, in the order given (missing ids are skipped)."""
@@ -107,26 +180,41 @@ class EpisodeLog:
             ).fetchall()
         return [_episode_from_row(row) for row in rows]
 
-    def unfinished(self, *, ingested_before: str, limit: int = 1000) -> list[Episode]:
-        """Episodes left pending or failed, oldest first (the write-ahead log to replay)."""
+    def unfinished(self, *, ingested_before: str, limit: int = 1000) -> Unfinished:
+        """Episodes left pending or failed, oldest first (the write-ahead log to replay). A row
+        that cannot be read (a bad timestamp written by an older version) is skipped and
+        reported, so one bad row never stops the others from being replayed."""
         with self._conns.read() as conn:
             rows = conn.execute(
-                f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE status != 'done' "
-                "AND ingested_at < ? ORDER BY ingested_at, rowid LIMIT ?",
+                f"SELECT {_EPISODE_COLUMNS}, claimed_by, claim_expires_at FROM episodes "
+                "WHERE status != 'done' AND ingested_at < ? ORDER BY ingested_at, rowid LIMIT ?",
                 (ingested_before, limit),
             ).fetchall()
-        return [_episode_from_row(row) for row in rows]
+        found = Unfinished([], {}, [])
+        for row in rows:
+            try:
+                episode = _episode_from_row(row)
+            except (ValueError, TypeError) as exc:
+                found.unreadable.append((row[0], f"{type(exc).__name__}: {str(exc).splitlines()[0]}"))
+                continue
+            found.episodes.append(episode)
+            found.claims[episode.id] = Claim(row[-2], row[-1]) if row[-2] is not None else None
+        return found
 
-    def turn_memories(self, episode_ids: Sequence[str]) -> list[str]:
-        """Ids of the current raw `turn` memories made from these episodes."""
+    def current_turns(self, episode_ids: Sequence[str]) -> dict[str, list[str]]:
+        """{episode id: ids of the current raw `turn` memories made from it}, for the episodes
+        that have any (inside a transaction: as the transaction sees it)."""
         with self._conns.read() as conn:
             rows = conn.execute(
-                "SELECT DISTINCT m.id FROM memory_sources s JOIN memories m ON m.id = s.memory_id "
+                "SELECT DISTINCT s.episode_id, m.id FROM memory_sources s JOIN memories m ON m.id = s.memory_id "
                 "WHERE s.episode_id IN (SELECT value FROM json_each(?)) AND m.kind = 'turn' "
                 "AND m.expired_at IS NULL",
                 (json.dumps(list(episode_ids)),),
             ).fetchall()
-        return [row[0] for row in rows]
+        turns: dict[str, list[str]] = {}
+        for episode_id, memory_id in rows:
+            turns.setdefault(episode_id, []).append(memory_id)
+        return turns
 
     def with_memories(self, episode_ids: Sequence[str]) -> set[str]:
         with self._conns.read() as conn:

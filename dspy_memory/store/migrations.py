@@ -206,9 +206,28 @@ _V2 = (
     "CREATE INDEX memories_predicate ON memories (predicate) WHERE predicate IS NOT NULL",
 )
 
+# Times the user gave (and dates derived from them) were written by 0.1 with strftime("%Y"),
+# which does not pad years below 1000 on Linux ("999-06-01..."): such rows could not be read
+# back and sorted wrongly as text. Pad them to the fixed width every reader expects.
+_PADDED_YEARS = tuple(
+    f"UPDATE {table} SET {column} = '{'0' * (4 - width)}' || {column} "
+    f"WHERE {column} GLOB '{'[0-9]' * width}-*'"
+    for table, column in (("episodes", "occurred_at"), ("memories", "valid_at"), ("memories", "invalid_at"))
+    for width in (3, 2, 1)
+)
+
+# Episode claims: the writer processing an episode holds it (a token naming the process and an
+# expiry), so replay and reprocess() in several processes never process one episode twice.
+_V3 = (
+    "ALTER TABLE episodes ADD COLUMN claimed_by TEXT",
+    "ALTER TABLE episodes ADD COLUMN claim_expires_at TEXT",
+    *_PADDED_YEARS,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "write path: superseded_by, episode intent, write runs", _V2),
+    Migration(3, "episode claims; four-digit years", _V3),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

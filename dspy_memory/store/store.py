@@ -12,6 +12,7 @@ import numpy as np
 
 from dspy_memory.errors import EmbedderMismatchError
 from dspy_memory.store import keyword
+from dspy_memory.store.audit import audit
 from dspy_memory.store.blocks import BlockStore
 from dspy_memory.store.connection import Connections, resolve_driver
 from dspy_memory.store.episodes import EpisodeLog
@@ -35,7 +36,7 @@ from dspy_memory.store.queries import (
 from dspy_memory.store.runs import WriteRunLog
 from dspy_memory.store.vectors import NO_USER, VectorIndex
 from dspy_memory.store.writes import MemoryWrites
-from dspy_memory.types import Event, MemoryRecord, Provenance, Scope
+from dspy_memory.types import AuditReport, Event, MemoryRecord, Provenance, Scope
 
 
 def _partition(scope: Scope) -> str | None:
@@ -146,15 +147,16 @@ class Store(MemoryWrites):
             ).fetchone()
         return record_from_row(row, TimeView.at()) if row else None
 
-    def current_by_hash(self, hashes: Sequence[str], scope: Scope) -> dict[str, str]:
-        """{content hash: memory id} for memories of the scope that are believed and true now."""
-        predicate = time_predicate(scope_predicate(Predicate(), scope), TimeView.at())
+    def current_by_hash(self, hashes: Sequence[str], scope: Scope) -> dict[str, MemoryRecord]:
+        """{content hash: memory} for memories of the scope that are believed and true now."""
+        view = TimeView.at()
+        predicate = time_predicate(scope_predicate(Predicate(), scope), view)
         predicate.add("m.content_hash IN (SELECT value FROM json_each(?))", json.dumps(list(hashes)))
         with self._conns.read() as conn:
             rows = conn.execute(
-                f"SELECT m.content_hash, m.id FROM memories m WHERE {predicate.sql}", predicate.params
+                f"SELECT {MEMORY_COLUMNS} FROM {MEMORY_FROM} WHERE {predicate.sql}", predicate.params
             ).fetchall()
-        return {row[0]: row[1] for row in rows}
+        return {record.content_hash: record for record in (record_from_row(row, view) for row in rows)}
 
     def ids_with_prefix(self, prefix: str, scope: Scope | None, limit: int = 2) -> list[str]:
         """Memory ids starting with `prefix` in a scope (agents quote ids shortened)."""
@@ -297,6 +299,10 @@ class Store(MemoryWrites):
             )
 
     # -- inspection ----------------------------------------------------------------------------
+
+    def audit(self, *, single_valued: Sequence[str]) -> AuditReport:
+        """Check the file against the invariants (see store/audit.py)."""
+        return audit(self._conns, single_valued=single_valued)
 
     def stats(self) -> dict[str, Any]:
         """Row counts per table and the bound embedder."""

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from dspy_memory.errors import WriteConflictError
 from dspy_memory.store.connection import Connections
 from dspy_memory.store.keyword import KeywordIndex
 from dspy_memory.store.queries import (
@@ -311,14 +312,72 @@ class MemoryWrites:
             )
         return True
 
-    def record_access(self, counts: Sequence[tuple[int, int, str]]) -> None:
-        """Add recalls to rows: (row_id, times recalled, last recall time). The forgetting curve
-        uses these statistics."""
-        if not counts:
-            return
+    def last_row_id(self) -> int:
+        """The newest memory row so far: rows written later have larger ids (AUTOINCREMENT)."""
+        with self._conns.read() as conn:
+            return int(conn.execute("SELECT ifnull(max(row_id), 0) FROM memories").fetchone()[0])
+
+    def check_unchanged(
+        self,
+        scope: Scope,
+        *,
+        versions: dict[str, int],
+        after_row_id: int,
+        seen: Sequence[str] = (),
+        hashes: Sequence[str] = (),
+        slots: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """Compare-and-set for the write path, inside its write transaction: raise
+        WriteConflictError if a memory the LM acted on is no longer at the version it saw
+        (`versions`: id -> version), or if a memory it was not shown (written after row
+        `after_row_id`, id not in `seen`) now holds the same content (`hashes`) or is a current
+        fact of the same single-valued slot (`slots`: normalized subject name, predicate)."""
         with self.transaction() as conn:
+            if versions:
+                predicate = scope_predicate(Predicate(), scope)
+                predicate.add("m.id IN (SELECT value FROM json_each(?))", json.dumps(list(versions)))
+                current = dict(
+                    conn.execute(
+                        f"SELECT m.id, m.version FROM memories m WHERE {predicate.sql} AND m.expired_at IS NULL",
+                        predicate.params,
+                    ).fetchall()
+                )
+                changed = sorted(key for key, version in versions.items() if current.get(key) != version)
+                if changed:
+                    raise WriteConflictError(f"{len(changed)} memory(ies) changed since the LM read them")
+            if not hashes and not slots:
+                return
+            predicate = scope_predicate(Predicate(), scope)
+            predicate.add("m.row_id > ?", after_row_id)
+            predicate.add("m.kind != 'turn' AND m.expired_at IS NULL")
+            predicate.add("m.invalid_at IS NULL OR m.invalid_at > ?", now_db())
+            predicate.add("m.id NOT IN (SELECT value FROM json_each(?))", json.dumps(list(seen)))
+            predicate.add(
+                "m.content_hash IN (SELECT value FROM json_each(?)) OR EXISTS (SELECT 1 FROM json_each(?) slot "
+                "WHERE slot.value ->> 0 = subj.normalized_name AND slot.value ->> 1 = m.predicate)",
+                json.dumps(list(hashes)),
+                json.dumps([list(slot) for slot in slots]),
+            )
+            rival = conn.execute(
+                "SELECT m.id FROM memories m LEFT JOIN entities subj ON subj.id = m.subject_id "
+                f"WHERE {predicate.sql} LIMIT 1",
+                predicate.params,
+            ).fetchone()
+            if rival is not None:
+                raise WriteConflictError("another writer stored a fact on the same subject meanwhile")
+
+    def record_access(self, counts: Sequence[tuple[int, int, str]]) -> bool:
+        """Add recalls to rows: (row_id, times recalled, last recall time), if the file can be
+        written at once; False (nothing written) when another writer holds it. The forgetting
+        curve uses these statistics; they are never worth making a read wait."""
+        if not counts:
+            return True
+        with self._conns.transaction_if_free() as conn:
+            if conn is None:
+                return False
             conn.executemany(
                 "UPDATE memories SET access_count = access_count + ?, "
                 "last_accessed_at = max(ifnull(last_accessed_at, ''), ?) WHERE row_id = ?",
                 [(count, at, row_id) for row_id, count, at in counts],
             )
+        return True
