@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.text import shown, valid_text
-from dspy_memory.timeutil import TimeLike
-from dspy_memory.types import EPISODE_SOURCES, Episode
+from dspy_memory.timeutil import TimeLike, to_datetime, utcnow
+from dspy_memory.types import EPISODE_SOURCES, Episode, Scope
 
 # SQLite's integers (and so JSON numbers it can compare exactly) are signed 64-bit.
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -150,6 +151,42 @@ def drafts_from_input(messages: MessagesInput) -> list[Draft]:
         "add() takes a string, a message dict, or a list of messages "
         f"({{'role': ..., 'content': ...}}), not {type(messages).__name__}"
     )
+
+
+def episodes_from_input(
+    messages: MessagesInput,
+    scope: Scope,
+    *,
+    metadata: Any = None,
+    at: TimeLike | None = None,
+    infer: bool = False,
+    status: str = "pending",
+) -> list[Episode]:
+    """The episodes to persist for what `Memory.add` got: one per message, in the scope, with
+    `metadata` under each message's own, said at the message's "at", else `at`, else now.
+    Raises InvalidInputError before anything exists when any part is refused."""
+    metadata = check_metadata(metadata)
+    drafts = drafts_from_input(messages)
+    default_time = to_datetime(at, name="at") if at is not None else utcnow()
+    ingested = utcnow()
+    return [
+        Episode(
+            id=str(uuid.uuid4()),
+            user_id=scope.user_id,
+            agent_id=scope.agent_id,
+            run_id=scope.run_id,
+            source=draft.source,
+            role=draft.role,
+            name=draft.name,
+            content=draft.content,
+            metadata={**metadata, **draft.metadata},
+            occurred_at=to_datetime(draft.at, name="at") if draft.at is not None else default_time,
+            ingested_at=ingested,
+            infer=infer,
+            status=status,
+        )
+        for draft in drafts
+    ]
 
 
 def turn_text(episode: Episode) -> str:

@@ -8,9 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from dspy_memory.store.keyword import query_terms
 from dspy_memory.text import content_hash, normalize_name, normalize_predicate, surrogate_at
 from dspy_memory.timeutil import to_db
-from dspy_memory.types import MemoryRecord, Op, Rejection, Scope
+from dspy_memory.types import Episode, MemoryRecord, Op, Rejection, Scope
 
 NEEDS_TARGET = ("UPDATE", "INVALIDATE", "DELETE", "NOOP")
 NEEDS_CONTENT = ("ADD", "UPDATE", "INVALIDATE")
@@ -230,3 +231,34 @@ def plan_ops(
             )
         )
     return Plan(ops=planned, rejected=rejected)
+
+
+def forget_requests(episodes: Sequence[Episode], pattern: re.Pattern[str]) -> list[Episode]:
+    """The episodes that ask to forget something: only a person's messages count, never tool
+    output, the assistant or the system."""
+    return [
+        episode
+        for episode in episodes
+        if episode.role not in ("assistant", "tool", "system")
+        and episode.source != "tool_step"
+        and pattern.search(episode.content)
+    ]
+
+
+def deletable_aliases(
+    requests: Sequence[Episode], candidates: Mapping[int, MemoryRecord], pattern: re.Pattern[str]
+) -> set[int]:
+    """The candidates a request to forget mentions: those sharing a word with it beyond the
+    forgetting words, the speaker's name and the memory's subject. A memory that says "delete
+    everything" cannot widen a request."""
+    requested = {
+        term
+        for episode in requests
+        for term in query_terms(pattern.sub(" ", episode.content))
+        if term not in set(query_terms(episode.name or ""))
+    }
+    return {
+        alias
+        for alias, record in candidates.items()
+        if requested & set(query_terms(record.content)) - set(query_terms(record.subject or ""))
+    }

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -25,15 +24,14 @@ from dspy_memory.apply import ClaimLostError, PlanApplier, Seen, raw_turn
 from dspy_memory.claims import Claimant
 from dspy_memory.config import WriteConfig
 from dspy_memory.embed import Embedder
-from dspy_memory.errors import InvalidInputError, WriteConflictError, WriteProgramError
-from dspy_memory.inputs import MessagesInput, check_metadata, drafts_from_input, turn_text
+from dspy_memory.errors import WriteConflictError, WriteProgramError
+from dspy_memory.inputs import MessagesInput, episodes_from_input, turn_text
 from dspy_memory.lm import lm_name, prompt_tokens, run_program, short_error
-from dspy_memory.plan import Plan, PlanLimits, plan_ops
+from dspy_memory.plan import Plan, PlanLimits, deletable_aliases, forget_requests, plan_ops
 from dspy_memory.retrieval import Retriever
 from dspy_memory.store import Store, TimeView
-from dspy_memory.store.keyword import query_terms
-from dspy_memory.text import content_hash, day, surrogate_at
-from dspy_memory.timeutil import TimeLike, from_db, now_db, to_datetime, to_db, utcnow
+from dspy_memory.text import content_hash, surrogate_at
+from dspy_memory.timeutil import TimeLike, from_db, now_db, to_db, utcnow
 from dspy_memory.tokens import count_tokens
 from dspy_memory.types import AddResult, Episode, LMUsage, MemoryRecord, Rejection, Scope
 
@@ -100,32 +98,7 @@ class Writer:
     ) -> list[Episode]:
         """Write the input as episodes, in their own transaction, before any processing
         (status "done" keeps them in the log only, with no memories to make)."""
-        metadata = check_metadata(metadata)
-        drafts = drafts_from_input(messages)
-        default_time = to_datetime(at, name="at") if at is not None else utcnow()
-        ingested = utcnow()
-        episodes = [
-            Episode(
-                id=str(uuid.uuid4()),
-                user_id=scope.user_id,
-                agent_id=scope.agent_id,
-                run_id=scope.run_id,
-                source=draft.source,
-                role=draft.role,
-                name=draft.name,
-                content=draft.content,
-                metadata={**(metadata or {}), **draft.metadata},
-                occurred_at=to_datetime(draft.at, name="at") if draft.at is not None else default_time,
-                ingested_at=ingested,
-                infer=infer,
-                status=status,
-            )
-            for draft in drafts
-        ]
-        try:
-            json.dumps([episode.metadata for episode in episodes])
-        except TypeError as exc:
-            raise InvalidInputError(f"metadata must be JSON-serializable: {exc}") from None
+        episodes = episodes_from_input(messages, scope, metadata=metadata, at=at, infer=infer, status=status)
         self.store.episodes.insert(episodes, claim=self.claims.claim() if status != "done" else None)
         return episodes
 
@@ -349,30 +322,16 @@ class Writer:
     def _program_inputs(
         self, spoken: Sequence[Episode], candidates: Mapping[int, MemoryRecord], scope: Scope, observed: str
     ) -> dict[str, Any]:
-        from dspy_memory.programs import KnownMemory, Turn
+        from dspy_memory.programs.write import write_inputs
 
-        turns = [Turn.of(episode, max_chars=self.config.max_turn_chars) for episode in spoken]
-        existing = [
-            KnownMemory(
-                alias=alias,
-                content=record.content,
-                subject=record.subject,
-                predicate=record.predicate,
-                valid_at=record.valid_at.date().isoformat() if record.valid_at else None,
-            )
-            for alias, record in candidates.items()
-        ]
-        speakers = sorted(
-            {f"{e.name} ({e.role})" if e.name and e.role else (e.name or e.role or "user") for e in spoken}
-        )
         owner = ", ".join(f"{key}={value}" for key, value in scope.model_dump(exclude_none=True).items())
-        when = from_db(observed)
-        return {
-            "turns": turns,
-            "observed_at": f"{day(when)} ({when:%A})",
-            "existing_memories": existing,
-            "context": f"Speakers: {', '.join(speakers)}. Memories belong to {owner}.",
-        }
+        return write_inputs(
+            spoken,
+            candidates,
+            owner=owner,
+            observed_at=from_db(observed),  # type: ignore[arg-type]
+            max_turn_chars=self.config.max_turn_chars,
+        )
 
     def _plan(
         self,
@@ -388,27 +347,8 @@ class Writer:
             for op in ops
             if isinstance(getattr(op, "content", None), str) and surrogate_at(op.content) is None
         ]
-        # Requests to forget count only from people, not from tool output or the assistant, and
-        # a memory may be deleted only if such a request shares a word with it (beyond the
-        # speaker's name): a memory that says "delete everything" cannot widen a request.
-        requests = [
-            episode
-            for episode in spoken
-            if episode.role not in ("assistant", "tool", "system")
-            and episode.source != "tool_step"
-            and self._forget.search(episode.content)
-        ]
-        requested_terms = {
-            term
-            for episode in requests
-            for term in query_terms(self._forget.sub(" ", episode.content))
-            if term not in set(query_terms(episode.name or ""))
-        }
-        deletable = {
-            alias
-            for alias, record in candidates.items()
-            if requested_terms & set(query_terms(record.content)) - set(query_terms(record.subject or ""))
-        }
+        requests = forget_requests(spoken, self._forget)
+        deletable = deletable_aliases(requests, candidates, self._forget)
         config = self.config
         plan = plan_ops(
             ops,

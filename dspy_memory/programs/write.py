@@ -7,12 +7,14 @@ write path (dspy_memory/write.py) finds the existing memories and applies the de
 
 from __future__ import annotations
 
-from datetime import timezone
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
 
 import dspy
 from pydantic import BaseModel, Field
 
-from dspy_memory.types import Episode, Fact, Op
+from dspy_memory.types import Episode, Fact, MemoryRecord, Op
 
 
 class Turn(BaseModel):
@@ -40,6 +42,36 @@ class KnownMemory(BaseModel):
     subject: str | None = None
     predicate: str | None = None
     valid_at: str | None = Field(None, description="When it became true, YYYY-MM-DD")
+
+
+def write_inputs(
+    episodes: Sequence[Episode],
+    memories: Mapping[int, MemoryRecord],
+    *,
+    owner: str,
+    observed_at: datetime,
+    max_turn_chars: int = 4000,
+) -> dict[str, Any]:
+    """The inputs of the write programs: the turns, the existing memories by alias, when it was
+    said (with the weekday, to resolve "last Friday") and who speaks for whom."""
+    speakers = sorted(
+        {f"{e.name} ({e.role})" if e.name and e.role else (e.name or e.role or "user") for e in episodes}
+    )
+    return {
+        "turns": [Turn.of(episode, max_chars=max_turn_chars) for episode in episodes],
+        "observed_at": f"{observed_at.date().isoformat()} ({observed_at:%A})",
+        "existing_memories": [
+            KnownMemory(
+                alias=alias,
+                content=record.content,
+                subject=record.subject,
+                predicate=record.predicate,
+                valid_at=record.valid_at.date().isoformat() if record.valid_at else None,
+            )
+            for alias, record in memories.items()
+        ],
+        "context": f"Speakers: {', '.join(speakers)}. Memories belong to {owner}.",
+    }
 
 
 _EXTRACTION_RULES = """\
