@@ -234,6 +234,13 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     return _run_eval_module("evals.optimize", args.rest)
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    with _memory(args) as memory:
+        report = memory.check()
+    _print({"ok": report.ok, **report.model_dump()}, True)
+    return 0 if report.ok else 1
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     with _memory(args) as memory:
         _print(memory.stats(), True)
@@ -353,6 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_optimize)
     p.add_argument("rest", nargs=argparse.REMAINDER)
     command("stats", "show what the memory file holds", cmd_stats, scoped=False)
+    command(
+        "check", "check the file against its invariants (exit 1 if one is broken)", cmd_check, scoped=False
+    )
     return parser
 
 

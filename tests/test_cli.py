@@ -83,3 +83,20 @@ def test_eval_and_optimize_run_the_repository_evals(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["optimize", "--help"])
     assert "--optimizer" in capsys.readouterr().out
+
+
+def test_check_reports_a_broken_invariant_with_exit_1(tmp_path, capsys):
+    import sqlean
+
+    db = str(tmp_path / "cli.db")
+    assert main(["add", "I moved to Denver.", "--user", "ada", "--db", db, "--embedder", "test"]) == 0
+    assert main(["check", "--db", db]) == 0
+    assert json.loads(capsys.readouterr().out.split("\n", 1)[1])["ok"] is True
+    conn = sqlean.connect(db)
+    with conn:  # a memory row whose keyword entry is gone: the indexes no longer agree
+        conn.execute("DELETE FROM memories_fts")
+    conn.close()
+    assert main(["check", "--db", db]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False and report["index_mismatch"] is True
+    assert report["rows"]["keyword_entries"] == 0 and report["rows"]["memories"] == 1
