@@ -314,18 +314,13 @@ class Memory:
         scope: Scope,
         query: str,
         *,
-        k: int = 10,
-        recipe: str | Recipe = "hybrid",
         as_of: TimeLike | None = None,
         known_at: TimeLike | None = None,
-        kinds: Sequence[str] | None = None,
-        filters: dict[str, Any] | None = None,
+        **options: Any,
     ) -> list[Hit]:
         # `search` over a scope built by the caller (tools bind an exact scope in every mode).
         view = TimeView.at(as_of=as_of, known_at=known_at)
-        return self._retriever.search(
-            query, scope, k=k, recipe=recipe, view=view, kinds=kinds, filters=filters
-        )
+        return self._retriever.search(query, scope, view=view, **options)
 
     def get(
         self,
