@@ -1,6 +1,8 @@
 """delete_scope / delete: the GDPR path. Proven by scanning every table (shadow tables of the
 vector and keyword indexes included) and the raw bytes of the file."""
 
+import logging
+import threading
 from pathlib import Path
 
 import sqlean
@@ -8,38 +10,10 @@ import sqlean
 from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder, text_hash
 
+from .leakscan import leaks
+
 SECRET_USER = "ada-secret-user"
 SECRET_WORDS = ("zanzibarquartz", "aubergineprotocol", "velvetlighthouse")
-
-
-def scan_tables(path):
-    """Every (table, column, value) in the file, shadow tables included."""
-    conn = sqlean.connect(path)
-    try:
-        names = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        for name in names:
-            try:
-                rows = conn.execute(f'SELECT * FROM "{name}"').fetchall()
-            except sqlean.OperationalError:  # virtual tables need their extension; shadows hold the data
-                continue
-            for row in rows:
-                for value in row:
-                    yield name, value
-    finally:
-        conn.close()
-
-
-def leaks(path, needles_text, needles_bytes):
-    found = []
-    for table, value in scan_tables(path):
-        if isinstance(value, str) and any(n.lower() in value.lower() for n in needles_text):
-            found.append((table, value[:80]))
-        if isinstance(value, bytes):
-            if any(n.lower().encode() in value.lower() for n in needles_text) or any(
-                b in value for b in needles_bytes
-            ):
-                found.append((table, "bytes"))
-    return found
 
 
 def fill(memory):
@@ -114,3 +88,44 @@ def test_delete_one_memory_erases_its_content_everywhere(db_path):
             "UPDATE",
             "DELETE",
         ]
+
+
+def test_idle_connections_of_other_threads_do_not_keep_erased_pages_in_the_wal(db_path):
+    with Memory(db_path, embedder=HashEmbedder(64)) as memory:
+        ada, vectors = fill(memory)
+        ready, done = threading.Barrier(3), threading.Event()
+
+        def reader():  # each thread has its own connection, left idle after these reads
+            memory.search(SECRET_WORDS[0], user_id=SECRET_USER)
+            memory.get(ada[0].id, user_id=SECRET_USER)
+            memory.history(ada[0].id, user_id=SECRET_USER)
+            ready.wait()
+            done.wait()
+
+        threads = [threading.Thread(target=reader) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        try:
+            ready.wait()
+            memory.delete(ada[0].id, user_id=SECRET_USER)
+            assert Path(db_path + "-wal").stat().st_size == 0
+            assert leaks(db_path, (SECRET_WORDS[0],), vectors[:1]) == []
+        finally:
+            done.set()
+            for thread in threads:
+                thread.join()
+
+
+def test_a_reader_holding_the_wal_is_reported_and_the_next_purge_empties_it(db_path, caplog):
+    with Memory(db_path, embedder=HashEmbedder(64), busy_timeout_ms=100) as memory:
+        ada, vectors = fill(memory)
+        reader = sqlean.connect(db_path)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM episodes").fetchone()  # a snapshot from before
+        with caplog.at_level(logging.WARNING, logger="dspy_memory"):
+            memory.delete(ada[0].id, user_id=SECRET_USER)
+        assert "could not be moved out of" in caplog.text
+        reader.execute("COMMIT")
+        reader.close()
+        memory.delete(ada[1].id, user_id=SECRET_USER)
+        assert leaks(db_path, SECRET_WORDS[:2], vectors[:2]) == []

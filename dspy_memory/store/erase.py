@@ -1,23 +1,56 @@
-"""Erasure, the GDPR path: deleting a memory or a whole scope leaves nothing of it in the file."""
+"""Erasure, the GDPR path: deleting a memory, episodes or a whole scope leaves nothing of them in
+the file, the WAL, any table or index (docs/architecture.md, "Erasure").
+
+- Every connection runs with `PRAGMA secure_delete = ON` (store/connection.py): SQLite zeroes a
+  cell when it is deleted and a page when it is freed, in every write, not only here.
+- What secure_delete misses: when a page is rebuilt (splits, merges), SQLite leaves old copies
+  of cells in the page's unused space. After each purge `zero_free_space` zeroes it.
+- The keyword index drops a row's terms from its segments: entry by entry (FTS5 'secure-delete')
+  for a small purge, or by rewriting the whole index ('optimize') when the purge is a large
+  share of it, whichever is cheaper. The vector index (vec0) zeroes a deleted row's slot and
+  drops chunks left empty, so no partition key (user id) outlives its rows.
+- What quotes an erased memory elsewhere is erased or scrubbed too: its source episodes (even
+  when other memories came from them too), the raw `turn` memories made from those episodes,
+  the content other memories' events recorded about it, and reasons that may quote it.
+- Then the WAL is checkpointed into the file and truncated.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import logging
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from dspy_memory.errors import MemoryNotFoundError
 from dspy_memory.store.connection import Connections
+from dspy_memory.store.freespace import zero_free_space
 from dspy_memory.store.keyword import KeywordIndex
 from dspy_memory.store.queries import Predicate, not_found, scope_predicate
 from dspy_memory.store.vectors import VectorIndex
 from dspy_memory.timeutil import now_db
 from dspy_memory.types import DeleteResult, Scope
 
+logger = logging.getLogger("dspy_memory")
+
+# A purge that removes at least this share of the keyword index rewrites the index ('optimize':
+# cost proportional to the index, ~1.5-2 us a row here) instead of removing each row's entries
+# in place (FTS5 'secure-delete': ~0.7-0.9 ms a row of 14 words). Measured at 10k and 50k rows:
+# break-even near 0.2%. See docs/architecture.md, "Erasure".
+REWRITE_SHARE = 0.002
+
+# Keys of event metadata that may hold memory content.
+_CONTENT_KEYS = ("new_content", "old_content", "content")
+
+
+def _ids(values: Iterable[Any]) -> str:
+    return json.dumps(sorted(values))
+
 
 class Eraser:
-    """Deletes rows, vectors and keyword entries with freed pages zeroed, then rewrites the
-    keyword index and checkpoints the WAL so deleted words are gone from the file too."""
+    """Deletes memories, episodes and scopes with everything that quotes them, then checkpoints
+    the WAL so erased bytes are gone from the file too."""
 
     def __init__(
         self, conns: Connections, vectors: VectorIndex, keywords: KeywordIndex, *, path: str
@@ -27,116 +60,285 @@ class Eraser:
         self._keywords = keywords
         self._path = path
 
-    @contextmanager
-    def _secure_delete(self) -> Iterator[None]:
-        """Pages freed inside the block are zeroed. Inside a caller's transaction it stays on
-        until the caller's `compact()`, which purges always end with."""
-        nested = self._conns.in_transaction()
-        with self._conns.read() as conn:
-            conn.execute("PRAGMA secure_delete = ON")
-        try:
-            yield
-        finally:
-            if not nested:
-                with self._conns.read() as conn:
-                    conn.execute("PRAGMA secure_delete = OFF")
-
-    @contextmanager
-    def _purging(self) -> Iterator[Any]:
-        """A transaction whose freed pages are zeroed, then compaction of what it left behind.
-        Inside a caller's transaction (the LM write path applies a DELETE with its other ops),
-        the caller runs `compact()` after its commit."""
-        nested = self._conns.in_transaction()
-        with self._secure_delete():
-            with self._conns.transaction() as conn:
-                yield conn
-        if not nested:
-            self.compact()
-
-    def compact(self) -> None:
-        """Rewrite the keyword index and checkpoint the WAL, so purged words leave the file."""
-        with self._secure_delete(), self._conns.transaction() as conn:
-            self._keywords.optimize(conn)
-        if self._path != ":memory:":
-            with self._conns.read() as conn:
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-    def _delete_rows(self, conn: Any, row_ids: list[int]) -> dict[str, int]:
-        ids_json = json.dumps(row_ids)
-        counts = {"vectors": self._vectors.delete(conn, row_ids)}
-        counts["keyword_entries"] = self._keywords.delete(conn, row_ids)
-        counts["memories"] = conn.execute(
-            "DELETE FROM memories WHERE row_id IN (SELECT value FROM json_each(?))", (ids_json,)
-        ).rowcount
-        return counts
+    # -- entry points ----------------------------------------------------------------------
 
     def memory(self, memory_id: str, *, scope: Scope | None = None, actor: str = "user") -> DeleteResult:
-        """Delete every version of a memory, its vectors, keyword entries and sources; erase the
-        content of its events and log a DELETE; delete source episodes and entities nothing else
-        refers to."""
+        """Erase every version of a memory (rows, vectors, keyword entries, entities nothing
+        else names, the content of its events) with its source episodes and the raw turns made
+        from them, scrub what other memories' events quote of it, and log a DELETE receipt
+        without content."""
         predicate = scope_predicate(Predicate().add("m.id = ?", memory_id), scope)
         with self._purging() as conn:
-            rows = conn.execute(
-                f"SELECT row_id, user_id, agent_id, run_id, subject_id, object_id FROM memories m "
-                f"WHERE {predicate.sql}",
-                predicate.params,
-            ).fetchall()
-            if not rows:
+            found = conn.execute(f"SELECT 1 FROM memories m WHERE {predicate.sql} LIMIT 1", predicate.params)
+            if found.fetchone() is None:
                 raise not_found(memory_id, scope)
-            counts = self._delete_rows(conn, [row[0] for row in rows])
-            # Entity names are content too: those no other memory points at go with it.
-            entity_ids = json.dumps(list({ref for row in rows for ref in row[4:6] if ref}))
-            counts["entities"] = conn.execute(
-                "DELETE FROM entities WHERE id IN (SELECT value FROM json_each(?)) "
-                "AND id NOT IN (SELECT subject_id FROM memories WHERE subject_id IS NOT NULL) "
-                "AND id NOT IN (SELECT object_id FROM memories WHERE object_id IS NOT NULL)",
-                (entity_ids,),
-            ).rowcount
-            episode_ids = [
+            counts = self._erase(conn, {memory_id}, set(), actor=actor)
+        return DeleteResult(counts=counts)
+
+    def episodes(self, episode_ids: list[str], *, scope: Scope | None, actor: str) -> DeleteResult:
+        """Erase episodes and the raw `turn` memories made from them, with the same scrubbing
+        as `memory` (e.g. a "please forget X" message, which quotes what was forgotten). Memories
+        other than turns keep their content and lose the provenance link. Joins the caller's
+        transaction when there is one; every id must exist in `scope`."""
+        wanted = list(dict.fromkeys(episode_ids))
+        if not wanted:
+            return DeleteResult(counts={})
+        predicate = scope_predicate(
+            Predicate().add("e.id IN (SELECT value FROM json_each(?))", json.dumps(wanted)), scope, alias="e"
+        )
+        with self._purging() as conn:
+            found = {
                 row[0]
                 for row in conn.execute(
-                    "SELECT episode_id FROM memory_sources WHERE memory_id = ?", (memory_id,)
+                    f"SELECT e.id FROM episodes e WHERE {predicate.sql}", predicate.params
                 )
-            ]
-            counts["sources"] = conn.execute(
-                "DELETE FROM memory_sources WHERE memory_id = ?", (memory_id,)
-            ).rowcount
-            counts["episodes"] = conn.execute(
-                "DELETE FROM episodes WHERE id IN (SELECT value FROM json_each(?)) "
-                "AND id NOT IN (SELECT episode_id FROM memory_sources)",
-                (json.dumps(episode_ids),),
-            ).rowcount
-            counts["events_erased"] = conn.execute(
-                "UPDATE memory_events SET old_content = NULL, new_content = NULL, reason = NULL, "
-                "metadata = '{}' WHERE memory_id = ?",
-                (memory_id,),
-            ).rowcount
-            _, user_id, agent_id, run_id = rows[0][:4]
-            conn.execute(
-                "INSERT INTO memory_events (memory_id, user_id, agent_id, run_id, event, actor, "
-                "created_at) VALUES (?, ?, ?, ?, 'DELETE', ?, ?)",
-                (memory_id, user_id, agent_id, run_id, actor, now_db()),
-            )
+            }
+            missing = [episode_id for episode_id in wanted if episode_id not in found]
+            if missing:
+                where = "" if scope is None else f" in scope {scope.model_dump(exclude_none=True)}"
+                raise MemoryNotFoundError(f"no episode with id {missing[0]!r}{where}")
+            counts = self._erase(conn, set(), found, actor=actor)
         return DeleteResult(counts=counts)
 
     def scope(self, scope: Scope) -> DeleteResult:
         """Delete everything stored for a scope: memories, vectors, keyword entries, sources,
-        episodes, events, entities, blocks and write-run logs."""
-        memories = scope_predicate(Predicate(), scope)
+        episodes, events, entities, blocks and write-run logs. No receipt is kept (it would
+        hold the scope's ids); events of other scopes that quote its memories are scrubbed."""
+        counts: dict[str, int] = {}
         with self._purging() as conn:
-            rows = conn.execute(
-                f"SELECT row_id, id FROM memories m WHERE {memories.sql}", memories.params
-            ).fetchall()
-            row_ids = [row[0] for row in rows]
-            memory_ids = list({row[1] for row in rows})
-            counts = self._delete_rows(conn, row_ids)
-            counts["sources"] = conn.execute(
-                "DELETE FROM memory_sources WHERE memory_id IN (SELECT value FROM json_each(?))",
-                (json.dumps(memory_ids),),
-            ).rowcount
-            for table in ("episodes", "memory_events", "entities", "blocks", "write_runs"):
+            memories = scope_predicate(Predicate(), scope)
+            memory_ids = {
+                row[0]
+                for row in conn.execute(
+                    f"SELECT DISTINCT m.id FROM memories m WHERE {memories.sql}", memories.params
+                )
+            }
+            episodes = scope_predicate(Predicate(), scope, alias="e")
+            episode_ids = {
+                row[0]
+                for row in conn.execute(f"SELECT e.id FROM episodes e WHERE {episodes.sql}", episodes.params)
+            }
+            for table in ("memory_events", "blocks", "write_runs"):
                 predicate = scope_predicate(Predicate(), scope, alias="t")
                 counts[table] = conn.execute(
                     f"DELETE FROM {table} AS t WHERE {predicate.sql}", predicate.params
                 ).rowcount
+            counts.update(self._erase(conn, memory_ids, episode_ids, actor=None))
+            predicate = scope_predicate(Predicate(), scope, alias="t")
+            counts["entities"] += conn.execute(
+                f"DELETE FROM entities AS t WHERE {predicate.sql}", predicate.params
+            ).rowcount
         return DeleteResult(counts=counts)
+
+    # -- transactions and the file ---------------------------------------------------------
+
+    @contextmanager
+    def _purging(self) -> Iterator[Any]:
+        """A write transaction, then `compact()`. Inside a caller's transaction (the LM write
+        path applies a DELETE with its other ops) the caller runs `compact()` after its commit."""
+        nested = self._conns.in_transaction()
+        with self._conns.transaction() as conn:
+            yield conn
+        if not nested:
+            self.compact()
+
+    def compact(self) -> int:
+        """Zero the free space left inside pages (see `zero_free_space`), then checkpoint the
+        WAL into the file and truncate it: until then the WAL holds the pages as they were
+        before the purge. Returns the number of pages whose free space was zeroed."""
+        if self._path == ":memory:":
+            return 0
+        with self._conns.transaction() as conn:
+            pages = zero_free_space(conn)
+        if pages is None:
+            logger.warning("this SQLite has no sqlite_dbpage table: VACUUM clears free space instead")
+            with self._conns.read() as conn:
+                conn.execute("VACUUM")
+        with self._conns.read() as conn:
+            busy, frames, moved = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy or frames > 0:
+            # Another connection (a reader in another process, or a statement left open) kept
+            # the WAL; it is emptied by the next checkpoint that nobody blocks.
+            logger.warning(
+                "erased data could not be moved out of %s-wal yet (%s of %s frames checkpointed); "
+                "it stays there until the next checkpoint",
+                self._path,
+                moved,
+                frames,
+            )
+        return pages or 0
+
+    # -- the purge -------------------------------------------------------------------------
+
+    def _erase(
+        self, conn: Any, memory_ids: set[str], episode_ids: set[str], *, actor: str | None
+    ) -> dict[str, int]:
+        """Erase memories and episodes, with the source episodes of those memories and the raw
+        turns made from those episodes (to a fixed point); `actor` None: no receipts."""
+        memory_ids, episode_ids = self._closure(conn, memory_ids, episode_ids)
+        rows = conn.execute(
+            "SELECT row_id, id, user_id, agent_id, run_id, content, subject_id, object_id FROM memories "
+            "WHERE id IN (SELECT value FROM json_each(?))",
+            (_ids(memory_ids),),
+        ).fetchall()
+        owners = {row[1]: row[2:5] for row in rows}
+        counts = {
+            "events_scrubbed": self._scrub_quotes(
+                conn, memory_ids, episode_ids, rows, verbatim=actor is not None
+            )
+        }
+        counts.update(self._delete_rows(conn, [row[0] for row in rows]))
+        # Entity names are content too: those no other memory points at go with it.
+        counts["entities"] = conn.execute(
+            "DELETE FROM entities WHERE id IN (SELECT value FROM json_each(?)) "
+            "AND id NOT IN (SELECT subject_id FROM memories WHERE subject_id IS NOT NULL) "
+            "AND id NOT IN (SELECT object_id FROM memories WHERE object_id IS NOT NULL)",
+            (_ids({ref for row in rows for ref in row[6:8] if ref}),),
+        ).rowcount
+        # Provenance links of the erased memories and of the erased episodes (other memories
+        # lose theirs to those episodes), then the episodes.
+        counts["sources"] = conn.execute(
+            "DELETE FROM memory_sources WHERE memory_id IN (SELECT value FROM json_each(?)) "
+            "OR episode_id IN (SELECT value FROM json_each(?))",
+            (_ids(memory_ids), _ids(episode_ids)),
+        ).rowcount
+        counts["episodes"] = conn.execute(
+            "DELETE FROM episodes WHERE id IN (SELECT value FROM json_each(?))", (_ids(episode_ids),)
+        ).rowcount
+        counts["events_erased"] = conn.execute(
+            "UPDATE memory_events SET old_content = NULL, new_content = NULL, reason = NULL, metadata = '{}' "
+            "WHERE memory_id IN (SELECT value FROM json_each(?))",
+            (_ids(memory_ids),),
+        ).rowcount
+        if actor is not None:
+            at = now_db()
+            conn.executemany(
+                "INSERT INTO memory_events (memory_id, user_id, agent_id, run_id, event, actor, created_at) "
+                "VALUES (?, ?, ?, ?, 'DELETE', ?, ?)",
+                [(memory_id, *owner, actor, at) for memory_id, owner in sorted(owners.items())],
+            )
+        return counts
+
+    @staticmethod
+    def _closure(conn: Any, memory_ids: set[str], episode_ids: set[str]) -> tuple[set[str], set[str]]:
+        """Add the source episodes of the memories and the turn memories of the episodes until
+        nothing new comes in (a turn's text is its episode's; an episode quotes its facts)."""
+        new_memories, new_episodes = set(memory_ids), set(episode_ids)
+        memory_ids, episode_ids = set(), set()
+        while new_memories or new_episodes:
+            memory_ids |= new_memories
+            sources = {
+                row[0]
+                for row in conn.execute(
+                    "SELECT DISTINCT episode_id FROM memory_sources "
+                    "WHERE memory_id IN (SELECT value FROM json_each(?))",
+                    (_ids(new_memories),),
+                )
+            }
+            new_episodes = (new_episodes | sources) - episode_ids
+            episode_ids |= new_episodes
+            turns = {
+                row[0]
+                for row in conn.execute(
+                    "SELECT DISTINCT m.id FROM memory_sources s JOIN memories m ON m.id = s.memory_id "
+                    "WHERE s.episode_id IN (SELECT value FROM json_each(?)) AND m.kind = 'turn'",
+                    (_ids(new_episodes),),
+                )
+            }
+            new_memories, new_episodes = turns - memory_ids, set()
+        return memory_ids, episode_ids
+
+    def _scrub_quotes(
+        self, conn: Any, memory_ids: set[str], episode_ids: set[str], rows: list[Any], *, verbatim: bool
+    ) -> int:
+        """Scrub what events of other memories (of the same users) record about the erased ones:
+        - events linking to an erased memory (`superseded_by` in their metadata: the INVALIDATE
+          of the memory it replaced, a correction): the new content, content in metadata, reason;
+        - reasons of events of memories linked to an erased one by `superseded_by` either way,
+          and of events caused by an erased episode: an LM's reason often quotes the fact;
+        - content or metadata content equal to an erased version's content, unless it is the
+          event's own memory's content; with `verbatim`, reasons that quote such content.
+        Returns the number of event rows changed."""
+        if not rows:
+            return 0
+        ids, contents = _ids(memory_ids), json.dumps(sorted({row[5] for row in rows}))
+        users = {row[2] for row in rows}
+        named = json.dumps(sorted(user for user in users if user is not None))
+        same_users = "(user_id IN (SELECT value FROM json_each(?))" + (
+            " OR user_id IS NULL)" if None in users else ")"
+        )
+        others = f"{same_users} AND memory_id NOT IN (SELECT value FROM json_each(?))"
+        linked = {
+            row[0]
+            for row in conn.execute(
+                f"SELECT DISTINCT id FROM memories WHERE {same_users} "
+                "AND superseded_by IN (SELECT value FROM json_each(?)) "
+                "UNION SELECT DISTINCT superseded_by FROM memories "
+                "WHERE id IN (SELECT value FROM json_each(?)) AND superseded_by IS NOT NULL",
+                (named, ids, ids),
+            )
+        } - memory_ids
+        strip = "json_remove(metadata, " + ", ".join(f"'$.{key}'" for key in _CONTENT_KEYS) + ")"
+        changed = conn.execute(
+            f"UPDATE memory_events SET new_content = NULL, reason = NULL, metadata = {strip} "
+            f"WHERE {others} AND metadata ->> '$.superseded_by' IN (SELECT value FROM json_each(?))",
+            (named, ids, ids),
+        ).rowcount
+        changed += conn.execute(
+            f"UPDATE memory_events SET reason = NULL WHERE {others} AND reason IS NOT NULL AND ("
+            "memory_id IN (SELECT value FROM json_each(?)) OR episode_id IN (SELECT value FROM json_each(?)))",
+            (named, ids, _ids(linked), _ids(episode_ids)),
+        ).rowcount
+        # Word-for-word copies of an erased version, except a memory's record of its own content.
+        not_own = "NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = ev.memory_id AND m.content = {})"
+        for column in ("new_content", "old_content"):
+            changed += conn.execute(
+                f"UPDATE memory_events AS ev SET {column} = NULL WHERE {others} "
+                f"AND {column} IN (SELECT value FROM json_each(?)) AND {not_own.format(column)}",
+                (named, ids, contents),
+            ).rowcount
+        for key in _CONTENT_KEYS:
+            value = f"ev.metadata ->> '$.{key}'"
+            changed += conn.execute(
+                f"UPDATE memory_events AS ev SET metadata = json_remove(metadata, '$.{key}') WHERE {others} "
+                f"AND {value} IN (SELECT value FROM json_each(?)) AND {not_own.format(value)}",
+                (named, ids, contents),
+            ).rowcount
+        # A failed LM call's error may quote its answer, which may quote the erased messages.
+        conn.execute(
+            f"UPDATE write_runs SET error = NULL WHERE {same_users} AND error IS NOT NULL AND EXISTS "
+            "(SELECT 1 FROM json_each(write_runs.episode_ids) e WHERE e.value IN (SELECT value FROM json_each(?)))",
+            (named, _ids(episode_ids)),
+        )
+        if verbatim:
+            changed += conn.execute(
+                f"UPDATE memory_events AS ev SET reason = NULL WHERE {others} AND reason IS NOT NULL "
+                "AND EXISTS (SELECT 1 FROM json_each(?) c WHERE instr(ev.reason, c.value) > 0)",
+                (named, ids, contents),
+            ).rowcount
+        return changed
+
+    def _delete_rows(self, conn: Any, row_ids: list[int]) -> dict[str, int]:
+        total = self._vectors.state(conn, None).total_rows
+        counts = {"vectors": self._vectors.delete(conn, row_ids)}
+        counts["keyword_entries"] = self._delete_keywords(conn, row_ids, total_rows=total)
+        counts["memories"] = conn.execute(
+            "DELETE FROM memories WHERE row_id IN (SELECT value FROM json_each(?))", (_ids(row_ids),)
+        ).rowcount
+        return counts
+
+    def _delete_keywords(self, conn: Any, row_ids: list[int], *, total_rows: int) -> int:
+        """Delete rows from the keyword index so that none of their terms stays in its segments
+        (deleted rows otherwise stay in segments, marked deleted, until a merge)."""
+        if not row_ids:
+            return 0
+        rewrite = len(row_ids) >= REWRITE_SHARE * total_rows
+        secure = "INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', ?)"
+        conn.execute(secure, (0 if rewrite else 1,))
+        deleted = self._keywords.delete(conn, row_ids)
+        if rewrite:
+            self._keywords.optimize(conn)
+            conn.execute(secure, (1,))
+        else:
+            self._keywords.clear_cache()
+        return deleted

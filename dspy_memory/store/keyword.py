@@ -109,6 +109,10 @@ class KeywordIndex:
     def optimize(self, conn: Any) -> None:
         # Deleted rows stay in FTS5 index segments until they are merged.
         conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
+        self.clear_cache()
+
+    def clear_cache(self) -> None:
+        """Forget cached term counts (the terms are content: a purge must not leave them here)."""
         with self._lock:
             self._frequencies_cache.clear()
 
