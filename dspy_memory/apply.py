@@ -171,6 +171,9 @@ class PlanApplier:
             ]
             store.insert_memories(items, actor="system", reason="no memory was made from it")
             store.episodes.mark(episode_ids, "done")
+            if deletes and forget_requests:
+                # The request quotes what it had erased: it goes too (the DELETE event remains).
+                store.erase.episodes(list(forget_requests), scope=scope, actor=ACTOR)
         if deletes:
             store.erase.compact()
             clear = getattr(self.embedder, "clear_cache", None)

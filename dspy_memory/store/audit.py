@@ -39,14 +39,16 @@ def audit(conns: Connections, *, single_valued: Iterable[str], sample: int = 20)
         if has_vec:
             rows["vector_index"] = _count(conn, "SELECT count(*) FROM memory_vec")
         # Processing always counts an attempt; a done episode without one was logged on purpose
-        # (Memory.log: kept in the episode log only).
+        # (Memory.log: kept in the episode log only). A memory from the episode holds it in any
+        # version (a fact later corrected or replaced is history, still there for known_at), but
+        # a raw turn only while it is current: a retired turn stands for nothing by itself.
         lost = [
             row[0]
             for row in conn.execute(
                 "SELECT e.id FROM episodes e WHERE e.status = 'done' AND e.attempts > 0 "
                 "AND trim(e.content) != '' AND NOT EXISTS (SELECT 1 FROM memory_sources s "
                 "JOIN memories m ON m.id = s.memory_id WHERE s.episode_id = e.id "
-                "AND m.expired_at IS NULL)"
+                "AND (m.kind != 'turn' OR m.expired_at IS NULL))"
             )
         ]
         slots = [
