@@ -20,7 +20,6 @@ from dspy_memory.errors import DSPyMemoryError
 from dspy_memory.inputs import turn_text
 from dspy_memory.plan import NEEDS_CONTENT, Plan, PlannedOp
 from dspy_memory.store import NewMemory, Store
-from dspy_memory.store.keyword import query_terms
 from dspy_memory.text import SINGLE_VALUED_PREDICATES, content_hash, normalize_name
 from dspy_memory.timeutil import to_db
 from dspy_memory.types import AppliedOp, Episode, MemoryRecord, Scope
@@ -59,32 +58,10 @@ class Seen:
     candidates: Mapping[int, MemoryRecord]
 
 
-class _Sources:
-    """The episodes a fact most likely came from: those sharing the most words with it (the LM
-    is not asked, which would cost tokens); all of them when none shares a word."""
-
-    def __init__(self, episodes: Sequence[Episode]) -> None:
-        self.episodes = episodes
-        self._words = {episode.id: set(query_terms(episode.content)) for episode in episodes}
-
-    def of(self, content: str) -> list[str]:
-        words = set(query_terms(content))
-        overlap = {episode.id: len(words & self._words[episode.id]) for episode in self.episodes}
-        best = max(overlap.values(), default=0)
-        if best == 0:
-            return [episode.id for episode in self.episodes]
-        chosen = [episode for episode in self.episodes if overlap[episode.id] == best]
-        # On a tie, what a person said outranks the assistant repeating it.
-        people = [episode for episode in chosen if episode.role not in ("assistant", "tool", "system")]
-        return [episode.id for episode in people or chosen]
-
-
 @dataclass
 class _Batch:
     scope: Scope
-    observed: str
     vectors: dict[int, Any]  # id(PlannedOp) -> embedding of its content
-    sources: dict[int, list[str]]  # id(PlannedOp) -> episode ids it came from
     entities: dict[str, str] = field(default_factory=dict)
     changed: list[str] = field(default_factory=list)
 
@@ -103,7 +80,6 @@ class PlanApplier:
         plan: Plan,
         episodes: Sequence[Episode],
         scope: Scope,
-        observed: str,
         *,
         seen: Seen,
         held_by: str,
@@ -114,26 +90,18 @@ class PlanApplier:
         WriteConflictError (nothing applied) when what the LM read changed meanwhile, and
         ClaimLostError when `held_by` no longer holds every episode."""
         store = self.store
-        spoken = [episode for episode in episodes if episode.content.strip()] or list(episodes)
-        finder = _Sources(spoken)
-        sources = {}
-        for p in plan.ops:
-            if p.action != "DELETE":
-                found = finder.of(p.content if p.content is not None else p.target.content)  # type: ignore[union-attr]
-                # An update records one source episode (with its event); the others stay raw.
-                sources[id(p)] = found[:1] if p.action == "UPDATE" else found
         deletes = any(p.action == "DELETE" for p in plan.ops)
-        covered = {episode_id for ids in sources.values() for episode_id in ids}
+        covered = {episode_id for p in plan.ops for episode_id in p.episode_ids}
         # A request to forget that was carried out is not kept as a turn: it quotes what it erased.
         skipped = covered | (set(forget_requests) if deletes else set())
         episode_ids = [episode.id for episode in episodes]
         turns = store.episodes.current_turns(episode_ids)
-        need_turns = [e for e in spoken if e.content.strip() and e.id not in skipped and e.id not in turns]
+        need_turns = [e for e in episodes if e.content.strip() and e.id not in skipped and e.id not in turns]
         writes = [p for p in plan.ops if p.action in NEEDS_CONTENT]
         # Embedding happens before the transaction: the write lock is held for SQL only.
         texts = [p.content or "" for p in writes] + [turn_text(e) for e in need_turns]
         vectors = self.embedder.embed(texts) if texts else []
-        batch = _Batch(scope, observed, {id(p): vector for p, vector in zip(writes, vectors)}, sources)
+        batch = _Batch(scope, {id(p): vector for p, vector in zip(writes, vectors)})
         with store.transaction():
             if store.episodes.held(episode_ids, held_by) != set(episode_ids):
                 raise ClaimLostError("another writer took over these episodes")
@@ -205,7 +173,7 @@ class PlanApplier:
             self.store.erase.memory(target.id, scope=batch.scope, actor=ACTOR)
             return AppliedOp(action="DELETE", memory_id=target.id, reason=reason)
         self.store.confirm(
-            target.id, scope=batch.scope, episode_ids=batch.sources[id(p)], gain=self.confirm_strength
+            target.id, scope=batch.scope, episode_ids=p.episode_ids, gain=self.confirm_strength
         )
         return AppliedOp(action="NOOP", memory_id=target.id, content=target.content, reason=reason)
 
@@ -223,12 +191,12 @@ class PlanApplier:
             run_id=scope.run_id,
             confidence=p.op.confidence,
             importance=p.op.importance,
-            valid_at=p.valid_at or batch.observed,
+            valid_at=p.valid_at,
             invalid_at=p.invalid_at,
             subject_id=batch.entity(p.op.subject),
             predicate=p.predicate,
             object_id=batch.entity(p.op.object),
-            episode_ids=batch.sources[id(p)],
+            episode_ids=p.episode_ids,
         )
         self.store.insert_memories([item], actor=ACTOR, reason=p.op.reason)
         batch.changed.append(new_id)
@@ -258,13 +226,13 @@ class PlanApplier:
             event="UPDATE",
             actor=ACTOR,
             reason=p.op.reason,
-            episode_id=batch.sources[id(p)][0],
+            episode_id=p.episode_ids[0],
         )
         batch.changed.append(target.id)
 
     def _invalidate(self, p: PlannedOp, target: MemoryRecord, batch: _Batch) -> str:
         new_id = self._add(p, batch)
-        episode_id = batch.sources[id(p)][0]
+        episode_id = p.episode_ids[0]
         if p.op.correction:
             self.store.expire(
                 target.id,

@@ -51,9 +51,14 @@ class WriteProgramError(DSPyMemoryError):
 
 
 class WriteConflictError(DSPyMemoryError):
-    """What the write program decided no longer fits the file: a memory it acted on changed, or
-    another writer added a fact to the same slot, after the LM read them. The write path
-    re-plans against fresh memories (bounded) and otherwise keeps the input as raw turns."""
+    """What the write program decided does not fit the file: a memory it acted on changed after
+    the LM read it, or a current fact of a slot it writes was not shown to it (written by
+    another writer meanwhile, or missed by retrieval). The write path plans again with fresh
+    memories, `unseen` among them (bounded), and otherwise keeps the input as raw turns."""
+
+    def __init__(self, message: str, *, unseen: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.unseen = unseen or []
 
 
 class BlockError(DSPyMemoryError, ValueError):

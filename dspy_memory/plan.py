@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from dspy_memory.store.keyword import query_terms
@@ -33,6 +33,8 @@ class PlannedOp:
     valid_at: str | None = None  # db format
     invalid_at: str | None = None
     predicate: str | None = None
+    # The episodes it came from (a NOOP: that confirm the memory); none for DELETE.
+    episode_ids: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -68,6 +70,39 @@ def lm_date(value: str | None) -> str | None:
         return None
 
 
+class Sources:
+    """The episodes a fact most likely came from: those sharing the most words with it (the LM
+    is not asked, which would cost tokens); all of them when none shares a word."""
+
+    def __init__(self, episodes: Sequence[Episode]) -> None:
+        self.episodes = episodes
+        self._words = {episode.id: set(query_terms(episode.content)) for episode in episodes}
+        self._said = {episode.id: to_db(episode.occurred_at) for episode in episodes}
+
+    def of(self, content: str) -> list[str]:
+        words = set(query_terms(content))
+        overlap = {episode.id: len(words & self._words[episode.id]) for episode in self.episodes}
+        best = max(overlap.values(), default=0)
+        if best == 0:
+            return [episode.id for episode in self.episodes]
+        chosen = [episode for episode in self.episodes if overlap[episode.id] == best]
+        # On a tie, what a person said outranks the assistant repeating it.
+        people = [episode for episode in chosen if episode.role not in ("assistant", "tool", "system")]
+        return [episode.id for episode in people or chosen]
+
+    def said_at(self, episode_ids: Sequence[str]) -> str | None:
+        """When the latest of these episodes was said (db format)."""
+        return max((self._said[episode_id] for episode_id in episode_ids), default=None)
+
+
+def _as_said(valid_at: str | None, said_at: str | None) -> str | None:
+    """An LM's date without a time on the very day the fact was said means "as of when it was
+    said": two changes on one day then keep their order (midnight for both would tie)."""
+    if valid_at and said_at and valid_at[:10] == said_at[:10] and valid_at.endswith("T00:00:00.000000Z"):
+        return said_at
+    return valid_at
+
+
 def _in_scope(record: MemoryRecord, scope: Scope) -> bool:
     return all(
         getattr(scope, column) is None or getattr(record, column) == getattr(scope, column)
@@ -94,7 +129,7 @@ def plan_ops(
     candidates: Mapping[int, MemoryRecord],
     *,
     scope: Scope,
-    observed_at: str,
+    episodes: Sequence[Episode],
     delete_requested: bool,
     deletable: set[int] | frozenset[int] = frozenset(),
     existing: Mapping[str, MemoryRecord],
@@ -102,7 +137,9 @@ def plan_ops(
 ) -> Plan:
     """Check every operation; return the ones to apply and the reasons the others were refused.
 
-    `candidates` maps the aliases shown to the LM to the memories they stand for;
+    `candidates` maps the aliases shown to the LM to the memories they stand for; `episodes`
+    are the messages of the batch (each operation is traced to the ones it came from, and a fact
+    without a date holds from when they were said);
     `existing` maps content hashes of the scope's current memories to them (an ADD of words
     already remembered confirms that memory: a NOOP);
     `delete_requested` says whether the input explicitly asks to forget something, and
@@ -113,6 +150,7 @@ def plan_ops(
     used_targets: dict[str, int] = {}  # memory id -> operation that acted on it
     seen_hashes: dict[str, int] = {}
     deletes = 0
+    sources = Sources(episodes)
 
     def refuse(index: int, op: Op | None, reason: str) -> None:
         rejected.append(Rejection(index=index, action=op.action if op else None, reason=reason))
@@ -190,7 +228,14 @@ def plan_ops(
                 refuse(index, op, f"more than {limits.max_deletes} deletions in one answer")
                 continue
             deletes += 1
-        valid_at = lm_date(op.valid_at)
+        if action == "DELETE":
+            came_from: list[str] = []
+        else:
+            came_from = sources.of(content if content is not None else target.content)  # type: ignore[union-attr]
+            if action == "UPDATE":
+                came_from = came_from[:1]  # an update records one source, with its event
+        said_at = sources.said_at(came_from)
+        valid_at = _as_said(lm_date(op.valid_at), said_at)
         invalid_at = lm_date(op.invalid_at)
         if valid_at and invalid_at and invalid_at <= valid_at:
             invalid_at = None
@@ -198,18 +243,18 @@ def plan_ops(
             # The corrected fact holds since the mistaken one was said to.
             valid_at = to_db(target.valid_at)
         if action == "INVALIDATE" and not op.correction:
-            valid_at = valid_at or observed_at
+            valid_at = valid_at or said_at
             replaced_since = to_db(target.valid_at) if target is not None and target.valid_at else None
-            if replaced_since is not None and valid_at <= replaced_since:
+            if replaced_since is not None and valid_at is not None and valid_at < replaced_since:
                 # Said late: it held until the newer fact began, which stays the current one.
                 refuse(
-                    index,
-                    op,
-                    f"INVALIDATE of alias {op.target} kept as a past ADD: the new fact is not newer",
+                    index, op, f"INVALIDATE of alias {op.target} kept as a past ADD: the new fact is older"
                 )
                 action, target = "ADD", None
-                if valid_at < replaced_since and (invalid_at is None or invalid_at > replaced_since):
+                if invalid_at is None or invalid_at > replaced_since:
                     invalid_at = replaced_since
+        if action in ("ADD", "INVALIDATE"):
+            valid_at = valid_at or said_at
         if target is not None:
             used_targets[target.id] = index
         if digest is not None:
@@ -228,6 +273,7 @@ def plan_ops(
                 valid_at=valid_at,
                 invalid_at=invalid_at,
                 predicate=normalize_predicate(op.predicate) or None if op.predicate else None,
+                episode_ids=came_from,
             )
         )
     return Plan(ops=planned, rejected=rejected)

@@ -223,10 +223,11 @@ class Writer:
         observed = max(to_db(episode.occurred_at) for episode in spoken)
         usage = LMUsage()
         conflict: WriteConflictError | None = None
+        unseen: list[str] = []  # facts a conflict showed the LM had to see: shown next time
         for _ in range(self.config.max_conflict_retries + 1):
             after_row_id = self.store.last_row_id()  # before the candidates: nothing newer is seen
             try:
-                candidates = self._candidates(spoken, scope)
+                candidates = self._candidates(spoken, scope, include=unseen)
             except Exception as exc:  # the embedder is down: nothing to do until it is back
                 self.store.episodes.mark(ids, "failed", error=short_error(exc))
                 raise
@@ -249,19 +250,19 @@ class Writer:
                 usage = usage + (exc.usage or LMUsage())
                 return self._fail(episodes, scope, mode, lm, usage, str(exc), started)
             usage = usage + spent
-            plan, requests = self._plan(list(prediction.ops or []), candidates, spoken, scope, observed)
+            plan, requests = self._plan(list(prediction.ops or []), candidates, spoken, scope)
             try:
                 applied, memories = self._applier.apply(
                     plan,
                     episodes,
                     scope,
-                    observed,
                     seen=Seen(after_row_id, candidates),
                     held_by=self.claims.token,
                     forget_requests=requests,
                 )
             except WriteConflictError as exc:
                 conflict = exc
+                unseen = list(dict.fromkeys([*unseen, *exc.unseen]))
                 logger.info("write program: %s; planning again with fresh memories", exc)
                 continue
             except ClaimLostError as exc:
@@ -284,7 +285,7 @@ class Writer:
                 rejected=plan.rejected,
                 usage=usage,
             )
-        error = f"concurrent writes changed these memories {self.config.max_conflict_retries + 1} times: {conflict}"
+        error = f"the memories the LM read did not hold still ({self.config.max_conflict_retries + 1} tries): {conflict}"
         return self._fail(episodes, scope, mode, lm, usage, error, started)
 
     def _over_budget(self, inputs: dict[str, Any]) -> bool:
@@ -298,12 +299,19 @@ class Writer:
             )
         return tokens > self.config.max_prompt_tokens
 
-    def _candidates(self, spoken: Sequence[Episode], scope: Scope) -> dict[int, MemoryRecord]:
-        """Existing memories most related to the new messages, by alias 1, 2, ..."""
+    def _candidates(
+        self, spoken: Sequence[Episode], scope: Scope, *, include: Sequence[str] = ()
+    ) -> dict[int, MemoryRecord]:
+        """Existing memories most related to the new messages, by alias 1, 2, ...; the current
+        memories `include` names first, whatever the search finds."""
         config = self.config
         found: dict[str, MemoryRecord] = {}
+        for memory_id in include:
+            record = self.store.get_memory(memory_id, scope=scope)
+            if record is not None and record.status == "current":
+                found[record.id] = record
         if config.candidates_per_message == 0 or config.max_candidates == 0:
-            return {}
+            return dict(enumerate(found.values(), start=1))
         view = TimeView.at()
         for episode in spoken[-config.max_candidate_queries :]:
             hits = self.retriever.search(
@@ -316,7 +324,7 @@ class Writer:
             )
             for hit in hits:
                 found.setdefault(hit.memory.id, hit.memory)
-        chosen = list(found.values())[: config.max_candidates]
+        chosen = list(found.values())[: max(config.max_candidates, len(include))]
         return {alias: record for alias, record in enumerate(chosen, start=1)}
 
     def _program_inputs(
@@ -339,7 +347,6 @@ class Writer:
         candidates: Mapping[int, MemoryRecord],
         spoken: Sequence[Episode],
         scope: Scope,
-        observed: str,
     ) -> tuple[Plan, list[str]]:
         """The validated plan, and the episodes that ask to forget something."""
         hashes = [
@@ -354,7 +361,7 @@ class Writer:
             ops,
             candidates,
             scope=scope,
-            observed_at=observed,
+            episodes=spoken,
             delete_requested=bool(requests),
             deletable=deletable,
             existing=self.store.current_by_hash(hashes, scope) if hashes else {},

@@ -21,7 +21,7 @@ from dspy_memory.programs import (
 from dspy_memory.testing import scripted_lm
 from dspy_memory.text import content_hash
 from dspy_memory.timeutil import to_db
-from dspy_memory.types import Fact, MemoryRecord, Op, Scope
+from dspy_memory.types import Episode, Fact, MemoryRecord, Op, Scope
 
 
 def test_ops_accept_what_lms_commonly_write():
@@ -123,9 +123,17 @@ def record(content, *, subject=None, valid_at="2024-01-01", user="ada", id_=None
 
 
 def plan(ops, candidates=None, **kwargs):
+    said = Episode(
+        id="e1",
+        user_id="ada",
+        source="text",
+        content="Ada said something.",
+        occurred_at="2024-03-01",
+        ingested_at="2024-03-01",
+    )
     settings = dict(
         scope=Scope(user_id="ada"),
-        observed_at=to_db("2024-03-01"),
+        episodes=[said],
         delete_requested=False,
         existing={},
     )
@@ -206,7 +214,7 @@ def test_plan_time_rules():
         [{"action": "INVALIDATE", "target": 1, "content": "Ada lived in Paris.", "valid_at": "2019"}],
         {1: boston},
     )
-    assert [(p.action, p.target) for p in older.ops] == [("ADD", None)] and "not newer" in older.rejected[
+    assert [(p.action, p.target) for p in older.ops] == [("ADD", None)] and "older" in older.rejected[
         0
     ].reason
     fix = plan(

@@ -282,3 +282,76 @@ def test_opening_a_file_of_0_1_repairs_its_three_digit_years(db_path):
         assert episode.occurred_at.year == 999 and episode.status == "done"
         [turn] = memory.get_all(user_id="ada")
         assert turn.valid_at.year == 999 and turn.content == "Ada: an old note"
+
+
+def moves(turns, existing):
+    """A careful LM that dates facts by day, as the instructions ask: a move invalidates the
+    current home it is shown."""
+    ops = []
+    for turn in turns:
+        city = turn["text"].split()[-1].rstrip(".")
+        fact = {
+            "content": f"Ada lives in {city}.",
+            "subject": "Ada",
+            "predicate": "lives_in",
+            "valid_at": turn["time"][:10],
+        }
+        home = alias_of(existing, "lives in")
+        ops.append({"action": "INVALIDATE", "target": home, **fact} if home else {"action": "ADD", **fact})
+    return ops
+
+
+def test_two_moves_on_one_day_leave_one_current_home(db_path):
+    with Memory(db_path, embedder=HashEmbedder(64), lm=fused_lm(moves)) as memory:
+        memory.add("Ada: I moved to Lisbon.", user_id="ada", at="2024-05-01T09:00:00")
+        memory.add("Ada: I moved to Porto.", user_id="ada", at="2024-05-01T17:00:00")
+        timeline = memory.timeline(subject="Ada", predicate="lives_in", user_id="ada")
+        assert [(m.object or m.content, m.status) for m in timeline] == [
+            ("Ada lives in Lisbon.", "superseded"),
+            ("Ada lives in Porto.", "current"),
+        ]
+        assert (
+            memory.search("Ada lives", user_id="ada", as_of="2024-05-01T12:00:00")[0].content
+            == "Ada lives in Lisbon."
+        )
+        assert memory.check().ok
+
+
+def test_a_replayed_batch_dates_each_fact_by_its_own_message(db_path):
+    with Memory(db_path, embedder=HashEmbedder(64), lm=scripted_lm(down)) as memory:
+        memory.add("Ada: I adopted a cat named Miso.", user_id="ada", at="2024-01-05")
+        memory.add("Ada: I started learning the oboe.", user_id="ada", at="2024-03-09")
+
+    def undated(turns, existing):
+        return [{"action": "ADD", "content": f"Ada said: {t['text']}", "subject": "Ada"} for t in turns]
+
+    with Memory(db_path, embedder=HashEmbedder(64), lm=fused_lm(undated)) as memory:
+        memory.flush()
+        memory.reprocess()
+        dated = {m.content: m.valid_at.date().isoformat() for m in memory.get_all(user_id="ada")}
+    assert dated == {
+        "Ada said: Ada: I adopted a cat named Miso.": "2024-01-05",
+        "Ada said: Ada: I started learning the oboe.": "2024-03-09",
+    }
+
+
+def test_a_current_fact_the_lm_was_not_shown_is_shown_on_a_second_try(db_path):
+    """Retrieval can miss the current value of a slot (here: more similar memories fill the
+    candidates). Writing that slot without having seen it plans again with it shown."""
+
+    def note(turns, existing):
+        return [{"action": "ADD", "content": t["text"], "subject": "Ada"} for t in turns]
+
+    with Memory(db_path, embedder=HashEmbedder(64), lm=fused_lm(moves)) as memory:
+        memory.add("Ada: I moved to Lisbon.", user_id="ada", at="2024-01-01")
+    with Memory(db_path, embedder=HashEmbedder(64), lm=fused_lm(note)) as memory:
+        memory.add([f"Ada moved the piano {i} times." for i in range(3)], user_id="ada", at="2024-02-01")
+    lm = fused_lm(moves)
+    with Memory(db_path, embedder=HashEmbedder(64), lm=lm, write={"max_candidates": 2}) as memory:
+        result = memory.add("Ada: I moved to Porto.", user_id="ada", at="2024-06-01")
+        first, second = lm.engine.calls
+        assert not any("Lisbon" in m["content"] for m in first.inputs["existing_memories"])
+        assert any("Lisbon" in m["content"] for m in second.inputs["existing_memories"])
+        assert [op.action for op in result.ops] == ["INVALIDATE"] and result.usage.lm_calls == 2
+        homes = [m.content for m in memory.get_all(user_id="ada") if m.predicate == "lives_in"]
+        assert homes == ["Ada lives in Porto."] and memory.check().ok

@@ -327,11 +327,13 @@ class MemoryWrites:
         hashes: Sequence[str] = (),
         slots: Sequence[tuple[str, str]] = (),
     ) -> None:
-        """Compare-and-set for the write path, inside its write transaction: raise
+        """Compare-and-set for the write path, inside its write transaction. Raises
         WriteConflictError if a memory the LM acted on is no longer at the version it saw
-        (`versions`: id -> version), or if a memory it was not shown (written after row
-        `after_row_id`, id not in `seen`) now holds the same content (`hashes`) or is a current
-        fact of the same single-valued slot (`slots`: normalized subject name, predicate)."""
+        (`versions`: id -> version), if a memory it was not shown (id not in `seen`) and written
+        after row `after_row_id` holds the same content (`hashes`), or if a current fact of a
+        single-valued slot it writes (`slots`: normalized subject name, predicate) was not shown,
+        whenever it was written: a retrieval miss is caught like a race. The error's `unseen`
+        lists those facts, to show the LM next time."""
         with self.transaction() as conn:
             if versions:
                 predicate = scope_predicate(Predicate(), scope)
@@ -348,23 +350,29 @@ class MemoryWrites:
             if not hashes and not slots:
                 return
             predicate = scope_predicate(Predicate(), scope)
-            predicate.add("m.row_id > ?", after_row_id)
             predicate.add("m.kind != 'turn' AND m.expired_at IS NULL")
             predicate.add("m.invalid_at IS NULL OR m.invalid_at > ?", now_db())
             predicate.add("m.id NOT IN (SELECT value FROM json_each(?))", json.dumps(list(seen)))
             predicate.add(
-                "m.content_hash IN (SELECT value FROM json_each(?)) OR EXISTS (SELECT 1 FROM json_each(?) slot "
-                "WHERE slot.value ->> 0 = subj.normalized_name AND slot.value ->> 1 = m.predicate)",
+                "(m.row_id > ? AND m.content_hash IN (SELECT value FROM json_each(?))) OR EXISTS (SELECT 1 "
+                "FROM json_each(?) slot WHERE slot.value ->> 0 = subj.normalized_name "
+                "AND slot.value ->> 1 = m.predicate)",
+                after_row_id,
                 json.dumps(list(hashes)),
                 json.dumps([list(slot) for slot in slots]),
             )
-            rival = conn.execute(
-                "SELECT m.id FROM memories m LEFT JOIN entities subj ON subj.id = m.subject_id "
-                f"WHERE {predicate.sql} LIMIT 1",
-                predicate.params,
-            ).fetchone()
-            if rival is not None:
-                raise WriteConflictError("another writer stored a fact on the same subject meanwhile")
+            unseen = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT DISTINCT m.id FROM memories m LEFT JOIN entities subj ON subj.id = m.subject_id "
+                    f"WHERE {predicate.sql} LIMIT 20",
+                    predicate.params,
+                )
+            ]
+            if unseen:
+                raise WriteConflictError(
+                    f"{len(unseen)} current fact(s) on the same subject the LM was not shown", unseen=unseen
+                )
 
     def record_access(self, counts: Sequence[tuple[int, int, str]]) -> bool:
         """Add recalls to rows: (row_id, times recalled, last recall time), if the file can be
