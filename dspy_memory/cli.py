@@ -191,6 +191,7 @@ def cmd_reprocess(args: argparse.Namespace) -> int:
 
 
 EVALS = {
+    "chaos": "evals.chaos",
     "extraction": "evals.extraction",
     "longmemeval": "evals.longmemeval",
     "qa": "evals.qa",
