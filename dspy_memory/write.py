@@ -113,8 +113,9 @@ class Writer:
         return self.claims.take(found)
 
     def process(self, episodes: Sequence[Episode], lm: Any) -> AddResult:
-        """Raw mode without an LM, else the write program. Claims on episodes left unfinished
-        (an exception) are given up, so any writer can take them again."""
+        """Raw mode without an LM, else the write program. Marking an episode done or failed
+        ends its claim; when processing raises instead, the claims are given up, so any writer
+        can take the episodes again."""
         try:
             if lm is None:
                 memories = self.process_raw(episodes)
@@ -122,8 +123,9 @@ class Writer:
                     episodes=self.store.episodes.get_many([e.id for e in episodes]), memories=memories
                 )
             return self.infer(episodes, lm=lm)
-        finally:
+        except BaseException:
             self.claims.release([episode.id for episode in episodes])
+            raise
 
     def resume(
         self, episodes: Sequence[Episode], lm: Any, *, submit: Callable[[list[Episode], Any], None]

@@ -9,7 +9,8 @@ import time
 from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder
 from dspy_memory.testing import scripted_lm
-from evals.chaos import main, read_logs, verify
+from evals.chaos import main
+from evals.chaos_check import read_logs, verify
 
 KEYS = {
     "acknowledged_adds",
