@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from dspy_memory.lm import run_program
 from dspy_memory.plan import lm_date
+from dspy_memory.text import day
 from dspy_memory.timeutil import TimeLike, to_datetime, utcnow
 from dspy_memory.types import Answer, LMUsage, Scope
 
@@ -30,12 +31,12 @@ def answer_question(
 
     if not isinstance(question, str) or not question.strip():
         raise ValueError("answer() needs a question")
-    day = (to_datetime(today, name="today") if today is not None else utcnow()).date().isoformat()
+    date = day(to_datetime(today, name="today") if today is not None else utcnow())
     usage = LMUsage()
     queries = [question]
     if rewrite:
         plan, spent = run_program(
-            rewriter or QueryRewriter(), lm, {"question": question, "today": day}, max_attempts=2
+            rewriter or QueryRewriter(), lm, {"question": question, "today": date}, max_attempts=2
         )
         usage = usage + spent
         queries = [query for query in (plan.plan.queries or []) if query.strip()][:3] or [question]
@@ -51,7 +52,7 @@ def answer_question(
     prediction, spent = run_program(
         answerer or MemoryAnswerer(),
         lm,
-        {"question": question, "context": context.text, "today": day},
+        {"question": question, "context": context.text, "today": date},
         max_attempts=2,
     )
     return Answer(

@@ -127,14 +127,12 @@ def _call_with_deadline(program: Any, inputs: dict[str, Any], timeout_s: float |
 
 def prompt_tokens(program: Any, inputs: dict[str, Any]) -> int:
     """Tokens of the prompt the program's first LM call will send for `inputs` (instructions,
-    demos and inputs as the adapter renders them), counted before the call."""
-    import dspy
-
+    demos and inputs as `run_program`'s adapter renders them), counted before the call."""
+    from dspy_memory.programs.strict import StrictChatAdapter
     from dspy_memory.tokens import count_tokens
 
     predictor = program.named_predictors()[0][1]
-    adapter = dspy.settings.adapter or dspy.ChatAdapter()
-    messages = adapter.format(predictor.signature, predictor.demos, inputs)
+    messages = StrictChatAdapter().format(predictor.signature, predictor.demos, inputs)
     return sum(count_tokens(str(message.get("content") or "")) for message in messages)
 
 

@@ -61,7 +61,8 @@ def searchable(query: str) -> str:
 def content_hash(content: str) -> str:
     """Hash of a memory's text, insensitive to case and whitespace (for de-duplication)."""
     normalized = " ".join(content.split()).casefold()
-    return hashlib.sha256(normalized.encode("utf-8")).hexdigest()
+    # surrogatepass: any str hashes (text with a lone surrogate is refused where it enters, not here)
+    return hashlib.sha256(normalized.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 # Relations that hold one value at a time: a new value replaces the old one, and two current

@@ -30,7 +30,7 @@ from dspy_memory.lm import lm_name, prompt_tokens, run_program, short_error
 from dspy_memory.plan import Plan, PlanLimits, deletable_aliases, forget_requests, plan_ops
 from dspy_memory.retrieval import Retriever
 from dspy_memory.store import Store, TimeView
-from dspy_memory.text import content_hash, surrogate_at
+from dspy_memory.text import content_hash
 from dspy_memory.timeutil import TimeLike, from_db, now_db, to_db, utcnow
 from dspy_memory.tokens import count_tokens
 from dspy_memory.types import AddResult, Episode, LMUsage, MemoryRecord, Rejection, Scope
@@ -351,11 +351,7 @@ class Writer:
         scope: Scope,
     ) -> tuple[Plan, list[str]]:
         """The validated plan, and the episodes that ask to forget something."""
-        hashes = [
-            content_hash(op.content)
-            for op in ops
-            if isinstance(getattr(op, "content", None), str) and surrogate_at(op.content) is None
-        ]
+        hashes = [content_hash(op.content) for op in ops if getattr(op, "content", None)]
         requests = forget_requests(spoken, self._forget)
         deletable = deletable_aliases(requests, candidates, self._forget)
         config = self.config

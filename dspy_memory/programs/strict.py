@@ -15,6 +15,7 @@ from typing import Any
 
 import dspy
 import regex
+from dspy.adapters.chat_adapter import field_header_pattern
 from dspy.utils.exceptions import AdapterParseError
 
 _FENCE = re.compile(r"^```(?:json)?\s*\n?(.*?)\n?```$", re.DOTALL)
@@ -82,16 +83,13 @@ class StrictChatAdapter(dspy.ChatAdapter):
         return fields
 
 
-_HEADER = re.compile(r"^\[\[ ## (\w+) ## \]\]")
-
-
 def _sections(completion: str) -> dict[str, str]:
     """The text under each [[ ## name ## ]] header (the first one of each name), as ChatAdapter
     splits it."""
     sections: dict[str, list[str]] = {}
     current: list[str] | None = None
     for line in completion.splitlines():
-        match = _HEADER.match(line.strip())
+        match = field_header_pattern.match(line.strip())
         if match:
             current = None if match.group(1) in sections else sections.setdefault(match.group(1), [])
             rest = line.strip()[match.end() :].strip()

@@ -14,6 +14,7 @@ from typing import Any
 import dspy
 from pydantic import BaseModel, Field
 
+from dspy_memory.text import day
 from dspy_memory.types import Episode, Fact, MemoryRecord, Op
 
 
@@ -59,14 +60,14 @@ def write_inputs(
     )
     return {
         "turns": [Turn.of(episode, max_chars=max_turn_chars) for episode in episodes],
-        "observed_at": f"{observed_at.date().isoformat()} ({observed_at:%A})",
+        "observed_at": f"{day(observed_at)} ({observed_at:%A})",
         "existing_memories": [
             KnownMemory(
                 alias=alias,
                 content=record.content,
                 subject=record.subject,
                 predicate=record.predicate,
-                valid_at=record.valid_at.date().isoformat() if record.valid_at else None,
+                valid_at=day(record.valid_at) if record.valid_at else None,
             )
             for alias, record in memories.items()
         ],
