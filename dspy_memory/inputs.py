@@ -14,10 +14,8 @@ from typing import Any
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.text import shown, valid_text
 from dspy_memory.timeutil import TimeLike, to_datetime, utcnow
-from dspy_memory.types import EPISODE_SOURCES, Episode, Scope
+from dspy_memory.types import EPISODE_SOURCES, INT64_MAX, INT64_MIN, Episode, Scope
 
-# SQLite's integers (and so JSON numbers it can compare exactly) are signed 64-bit.
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_JSON_DEPTH = 64
 
 

@@ -24,6 +24,8 @@ EventType = Literal["ADD", "UPDATE", "INVALIDATE", "DELETE", "MERGE", "DECAY"]
 MemoryStatus = Literal["current", "superseded", "expired", "future"]
 
 _MAX_ID_LEN = 256
+# SQLite's integers (and so the JSON numbers it can compare exactly) are signed 64-bit.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 class Scope(BaseModel):

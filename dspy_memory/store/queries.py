@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from dspy_memory.errors import InvalidInputError, MemoryNotFoundError
 from dspy_memory.text import shown, valid_text
 from dspy_memory.timeutil import TimeLike, now_db, to_db
-from dspy_memory.types import MEMORY_KINDS, MemoryRecord, Scope
+from dspy_memory.types import INT64_MAX, INT64_MIN, MEMORY_KINDS, MemoryRecord, Scope
 
 MEMORY_COLUMNS = (
     "m.row_id, m.id, m.version, m.user_id, m.agent_id, m.run_id, m.content, m.kind, "
@@ -34,7 +34,6 @@ CANDIDATES_FROM = "json_each(?) AS candidate CROSS JOIN memories m ON m.row_id =
 
 _COMPARISONS = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 _SCALARS = (str, int, float, bool, type(None))
-_INT64 = (-(2**63), 2**63 - 1)  # SQLite's integers
 
 
 @dataclass(frozen=True)
@@ -186,7 +185,7 @@ def _check_scalar(key: str, op: str, value: Any) -> None:
         valid_text(value, f"filter {key!r} {op}")
     elif isinstance(value, float) and not math.isfinite(value):
         raise InvalidInputError(f"filter {key!r} {op}: {shown(value)} is not a number metadata can hold")
-    elif isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
+    elif isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value <= INT64_MAX:
         raise InvalidInputError(f"filter {key!r} {op}: {shown(value)} does not fit in 64 bits")
 
 
