@@ -3,407 +3,60 @@ facts -> the operations a careful memory keeper applies).
 
     python -m evals.data.make_reconcile
 
-Hand-written templates for ten situations, filled from small pools of people, places and things
-with a fixed seed, so the file is reproducible and reviewable. Each case carries both the turns
-(for the fused WriteMemories program) and the new facts (for ReconcileFacts); aliases number the
-existing memories as the write path shows them.
+Hand-written templates (evals/data/reconcile_set/, one module per situation, at least 30
+families each with their own wording, people, domains and phrasing), each filled a few times
+from small pools with a seed of its own, so the file is reproducible and reviewable and adding a
+template changes no other case. Each case carries both the turns (for the fused WriteMemories
+program) and the new facts (for ReconcileFacts); aliases number the existing memories as the
+write path shows them. Each case names its template `family` and the `split` its family is in:
+families, not cases, are split into train / dev / test, so no wording is in two splits.
 """
 
 from __future__ import annotations
 
 import json
 import random
-from datetime import date, timedelta
+from datetime import date
 from pathlib import Path
 from typing import Any
 
+from evals.data.reconcile_set import family, templates
+from evals.data.reconcile_set.kit import PEOPLE, day
+
 OUT = Path(__file__).with_name("reconcile.jsonl")
-PEOPLE = [
-    "Ada",
-    "Bob",
-    "Carmen",
-    "Dmitri",
-    "Elena",
-    "Farid",
-    "Grace",
-    "Hiro",
-    "Ines",
-    "Jonas",
-    "Keiko",
-    "Liam",
-    "Maya",
-    "Noor",
-    "Omar",
-    "Priya",
-    "Quinn",
-    "Rosa",
-]
-CITIES = [
-    "Boston",
-    "Denver",
-    "Austin",
-    "Lisbon",
-    "Osaka",
-    "Toronto",
-    "Nairobi",
-    "Oslo",
-    "Madrid",
-    "Seoul",
-    "Chicago",
-    "Porto",
-    "Dublin",
-    "Quito",
-]
-EMPLOYERS = [
-    "Denver Health",
-    "Acme Robotics",
-    "the city library",
-    "Blue Harbor Bank",
-    "Northwind Labs",
-    "St. Mary's Hospital",
-    "a small bakery",
-    "Globex",
-    "the Oslo Opera",
-    "Initech",
-]
-FOODS = [
-    ("cheese", "cheddar and brie"),
-    ("tea", "green tea, especially sencha"),
-    ("pasta", "fresh pasta with pesto"),
-    ("curry", "Thai green curry"),
-    ("coffee", "espresso, no sugar"),
-    ("bread", "sourdough rye"),
-]
-HOBBIES = [
-    "jazz",
-    "rock climbing",
-    "chess",
-    "pottery",
-    "sailing",
-    "birdwatching",
-    "salsa dancing",
-    "knitting",
-]
-PETS = [("cat", "Miso"), ("dog", "Pixel"), ("parrot", "Kiwi"), ("rabbit", "Clover"), ("dog", "Biscuit")]
-SIBLINGS = ["Lena", "Marta", "Sofia", "Clara", "Nadia", "Irene"]
-INSTRUMENTS = ["piano", "violin", "cello", "guitar", "flute"]
-RELATIVE = [
-    ("yesterday", -1),
-    ("last week", -7),
-    ("two weeks ago", -14),
-    ("last month", -30),
-    ("three days ago", -3),
-]
+PER_TEMPLATE = 2
+SPLIT_SHARES = (("train", 0.5), ("dev", 0.25), ("test", 0.25))
 
 
-def day(rng: random.Random, start: date = date(2024, 1, 1), span: int = 300) -> date:
-    return start + timedelta(days=rng.randrange(span))
-
-
-def fact(
-    content: str, subject: str, predicate: str, obj: str | None, valid: date | None, kind: str = "fact"
-) -> dict[str, Any]:
-    return {
-        "content": content,
-        "subject": subject,
-        "predicate": predicate,
-        "object": obj,
-        "valid_at": valid.isoformat() if valid else None,
-        "kind": kind,
-    }
-
-
-def memory(alias: int, item: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "alias": alias,
-        "content": item["content"],
-        "subject": item["subject"],
-        "predicate": item["predicate"],
-        "valid_at": item["valid_at"],
-    }
-
-
-def case(
-    category: str,
-    person: str,
-    when: date,
-    turns: list[str],
-    existing: list[dict[str, Any]],
-    new: list[dict[str, Any]],
-    ops: list[dict[str, Any]],
-    **extra: Any,
-) -> dict[str, Any]:
-    return {
-        "category": category,
-        "observed_at": f"{when.isoformat()} ({when.strftime('%A')})",
-        "turns": [
-            {"speaker": person, "text": text, "time": f"{when.isoformat()} 10:{i:02d}"}
-            for i, text in enumerate(turns)
-        ],
-        "existing_memories": [memory(i + 1, item) for i, item in enumerate(existing)],
-        "new_facts": new,
-        "expected_ops": ops,
-        **extra,
-    }
-
-
-def filler(rng: random.Random, person: str, n: int, avoid: set[str]) -> list[dict[str, Any]]:
-    """Unrelated memories of the same person (what a search also returns)."""
-    pool = [
-        fact(
-            f"{person} plays the {rng.choice(INSTRUMENTS)}.",
-            person,
-            "plays",
-            None,
-            day(rng, date(2023, 1, 1)),
-        ),
-        fact(
-            f"{person} enjoys {rng.choice(HOBBIES)} on weekends.",
-            person,
-            "likes",
-            None,
-            day(rng, date(2023, 1, 1)),
-            "preference",
-        ),
-        fact(
-            f"{person}'s favourite city to visit is {rng.choice(CITIES)}.",
-            person,
-            "likes_visiting",
-            None,
-            day(rng, date(2023, 1, 1)),
-            "preference",
-        ),
-    ]
-    return [item for item in pool if not any(word in item["content"] for word in avoid)][:n]
-
-
-def paraphrase(rng, p, when):
-    city = rng.choice(CITIES)
-    old = fact(f"{p} lives in {city}.", p, "lives_in", city, day(rng, date(2023, 1, 1)), "profile")
-    existing = [*filler(rng, p, rng.randrange(2), {city}), old]
-    rng.shuffle(existing)
-    phrasing = rng.choice(
-        [f"My home is in {city}.", f"I'm based in {city}, as you know.", f"Yes, {city} is where I live."]
-    )
-    new = [fact(f"{p}'s home is in {city}.", p, "lives_in", city, when, "profile")]
-    return case(
-        "paraphrase",
-        p,
-        when,
-        [phrasing],
-        existing,
-        new,
-        [{"action": "NOOP", "target": existing.index(old) + 1}],
-    )
-
-
-def refinement(rng, p, when):
-    general, specific = rng.choice(FOODS)
-    old = fact(f"{p} likes {general}.", p, "likes", general, day(rng, date(2023, 1, 1)), "preference")
-    existing = [*filler(rng, p, rng.randrange(3), {general}), old]
-    rng.shuffle(existing)
-    new = [fact(f"{p} likes {specific}.", p, "likes", general, when, "preference")]
-    return case(
-        "refinement",
-        p,
-        when,
-        [f"When it comes to {general}, I mean {specific}."],
-        existing,
-        new,
-        [{"action": "UPDATE", "target": existing.index(old) + 1}],
-    )
-
-
-def change(rng, p, when):
-    a, b = rng.sample(CITIES, 2)
-    old = fact(f"{p} lives in {a}.", p, "lives_in", a, day(rng, date(2023, 1, 1)), "profile")
-    existing = [*filler(rng, p, rng.randrange(3), {a, b}), old]
-    rng.shuffle(existing)
-    moved = when - timedelta(days=rng.randrange(1, 20))
-    new = [fact(f"{p} moved to {b} on {moved.isoformat()}.", p, "lives_in", b, moved, "profile")]
-    return case(
-        "change",
-        p,
-        when,
-        [f"Big news: I left {a} and moved to {b} on {moved.strftime('%B %d')}."],
-        existing,
-        new,
-        [{"action": "INVALIDATE", "target": existing.index(old) + 1, "correction": False}],
-    )
-
-
-def correction(rng, p, when):
-    wrong, right = rng.sample(SIBLINGS, 2)
-    old = fact(f"{p}'s sister is named {wrong}.", p, "sister", wrong, day(rng, date(2023, 1, 1)))
-    existing = [*filler(rng, p, rng.randrange(3), {wrong, right}), old]
-    rng.shuffle(existing)
-    new = [fact(f"{p}'s sister is named {right}.", p, "sister", right, None)]
-    return case(
-        "correction",
-        p,
-        when,
-        [f"Sorry, I misspoke earlier: my sister is {right}, not {wrong}."],
-        existing,
-        new,
-        [{"action": "INVALIDATE", "target": existing.index(old) + 1, "correction": True}],
-    )
-
-
-def forget(rng, p, when):
-    hobby = rng.choice(HOBBIES)
-    old = fact(f"{p} enjoys {hobby}.", p, "likes", hobby, day(rng, date(2023, 1, 1)), "preference")
-    existing = [*filler(rng, p, 1 + rng.randrange(2), {hobby}), old]
-    rng.shuffle(existing)
-    request = rng.choice(
-        [
-            f"Please forget that I like {hobby}.",
-            f"Delete what you know about me and {hobby}.",
-            f"Don't remember the {hobby} thing anymore, please.",
-        ]
-    )
-    return case(
-        "forget", p, when, [request], existing, [], [{"action": "DELETE", "target": existing.index(old) + 1}]
-    )
-
-
-def unrelated(rng, p, when):
-    kind, name = rng.choice(PETS)
-    existing = filler(rng, p, 2 + rng.randrange(2), {name})
-    new = [fact(f"{p} has a {kind} named {name}.", p, "has_pet", name, when, "profile")]
-    return case(
-        "unrelated",
-        p,
-        when,
-        [f"I just adopted a {kind}, we call him {name}!"],
-        existing,
-        new,
-        [{"action": "ADD"}],
-    )
-
-
-def other_person(rng, p, when):
-    q = rng.choice([name for name in PEOPLE if name != p])
-    a, b = rng.sample(CITIES, 2)
-    theirs = fact(f"{q} lives in {a}.", q, "lives_in", a, day(rng, date(2023, 1, 1)), "profile")
-    existing = [theirs, *filler(rng, p, rng.randrange(2), {a, b})]
-    new = [fact(f"{p} lives in {b}.", p, "lives_in", b, when, "profile")]
-    return case(
-        "same_predicate_other_person",
-        p,
-        when,
-        [f"My friend {q} lives in {a}; I live in {b} myself."],
-        existing,
-        new,
-        [{"action": "ADD"}],
-    )
-
-
-def relative_date(rng, p, when):
-    employer = rng.choice(EMPLOYERS)
-    phrase, offset = rng.choice(RELATIVE)
-    started = when + timedelta(days=offset)
-    existing = filler(rng, p, 1 + rng.randrange(2), {employer})
-    new = [
-        fact(
-            f"{p} started working at {employer} on {started.isoformat()}.",
-            p,
-            "works_at",
-            employer,
-            started,
-            "profile",
-        )
-    ]
-    return case(
-        "relative_date",
-        p,
-        when,
-        [f"I started my new job at {employer} {phrase}."],
-        existing,
-        new,
-        [{"action": "ADD"}],
-        expected_valid_at=started.isoformat(),
-    )
-
-
-def several(rng, p, when):
-    a, b = rng.sample(CITIES, 2)
-    general, specific = rng.choice(FOODS)
-    kind, name = rng.choice(PETS)
-    home = fact(f"{p} lives in {a}.", p, "lives_in", a, day(rng, date(2023, 1, 1)), "profile")
-    food = fact(f"{p} likes {general}.", p, "likes", general, day(rng, date(2023, 1, 1)), "preference")
-    existing = [home, food]
-    rng.shuffle(existing)
-    new = [
-        fact(f"{p} moved to {b}.", p, "lives_in", b, when, "profile"),
-        fact(f"{p} likes {general}.", p, "likes", general, when, "preference"),
-        fact(f"{p} has a {kind} named {name}.", p, "has_pet", name, when, "profile"),
-    ]
-    ops = [
-        {"action": "INVALIDATE", "target": existing.index(home) + 1, "correction": False},
-        {"action": "NOOP", "target": existing.index(food) + 1},
-        {"action": "ADD"},
-    ]
-    return case(
-        "several_facts",
-        p,
-        when,
-        [f"Updates: I moved to {b}, I still love {general}, and I got a {kind} called {name}."],
-        existing,
-        new,
-        ops,
-    )
-
-
-def distractors(rng, p, when):
-    q, r = rng.sample([name for name in PEOPLE if name != p], 2)
-    a, b = rng.sample(CITIES, 2)
-    employer, other = rng.sample(EMPLOYERS, 2)
-    mine = fact(f"{p} works at {employer}.", p, "works_at", employer, day(rng, date(2023, 1, 1)), "profile")
-    existing = [
-        fact(f"{q} works at {other}.", q, "works_at", other, day(rng, date(2023, 1, 1)), "profile"),
-        fact(f"{p} visited {a} last year.", p, "visited", a, day(rng, date(2023, 1, 1)), "event"),
-        mine,
-        fact(
-            f"{r} used to work at {employer}.", r, "worked_at", employer, day(rng, date(2022, 1, 1)), "event"
-        ),
-    ]
-    rng.shuffle(existing)
-    new = [fact(f"{p} works at {other} since {when.isoformat()}.", p, "works_at", other, when, "profile")]
-    return case(
-        "distractors",
-        p,
-        when,
-        [f"I left {employer}; from today I work at {other}, with {q}."],
-        existing,
-        new,
-        [{"action": "INVALIDATE", "target": existing.index(mine) + 1, "correction": False}],
-    )
-
-
-BUILDERS = [
-    paraphrase,
-    refinement,
-    change,
-    correction,
-    forget,
-    unrelated,
-    other_person,
-    relative_date,
-    several,
-    distractors,
-]
-PER_CATEGORY = 16
+def family_splits(families: list[str], *, seed: int) -> dict[str, str]:
+    """Each family's split: a seeded shuffle of the category's families, cut by SPLIT_SHARES."""
+    order = sorted(families)
+    random.Random(f"{seed}:splits:{order[0].split('/')[0]}").shuffle(order)
+    splits, start = {}, 0
+    for index, (name, share) in enumerate(SPLIT_SHARES):
+        end = len(order) if index == len(SPLIT_SHARES) - 1 else start + round(len(order) * share)
+        splits.update({item: name for item in order[start:end]})
+        start = end
+    return splits
 
 
 def build(seed: int = 7) -> list[dict[str, Any]]:
-    rng = random.Random(seed)
     cases = []
-    for builder in BUILDERS:
-        for index in range(PER_CATEGORY):
-            person = PEOPLE[(index + len(cases)) % len(PEOPLE)]
-            item = builder(rng, person, day(rng, date(2024, 2, 1)))
-            item["id"] = f"{item['category']}-{index + 1:02d}"
-            cases.append({"id": item.pop("id"), **item})
+    for category, made in templates().items():
+        names = [family(category, template) for template in made]
+        if len(set(names)) != len(names):
+            raise ValueError(f"two templates of {category} share a name")
+        splits = family_splits(names, seed=seed)
+        for template, name in zip(made, names):
+            rng = random.Random(f"{seed}:{name}")
+            for index in range(PER_TEMPLATE):
+                person = rng.choice(PEOPLE)
+                item = template(rng, person, day(rng, date(2024, 2, 1)))
+                if item["category"] != category:
+                    raise ValueError(f"{name} made a {item['category']!r} case")
+                cases.append(
+                    {"id": f"{name}-{index + 1}", "family": name, "split": splits[name], **item}
+                )
     return cases
 
 
