@@ -4,49 +4,49 @@ retries and cost accounting, and the fully local Ollama set-up."""
 from __future__ import annotations
 
 import contextvars
-import json
 import sys
 import threading
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
 from dspy_memory.errors import LMUnavailableError, WriteProgramError
 from dspy_memory.types import LMUsage
 
-OLLAMA_HOST = "http://localhost:11434"
-
-
-def ollama_host(host: str | None = None) -> str:
-    """`host`, else $OLLAMA_HOST (as the ollama CLI reads it), else localhost; with a scheme and
-    without a trailing /v1."""
-    import os
-
-    host = host or os.environ.get("OLLAMA_HOST") or OLLAMA_HOST
-    if "://" not in host:
-        host = "http://" + host
-    return host.rstrip("/").removesuffix("/v1")
-
 
 def resolve_lm(lm: Any) -> Any:
-    """The LM to use: the one given (a dspy.LM or a model string such as
-    "ollama_chat/llama3.2"), else the one set with dspy.configure(lm=...), else None."""
+    """The LM to use: the one given (a dspy.LM, or a model string such as
+    "ollama_chat/llama3.2" built by `make_lm`), else the one set with dspy.configure(lm=...),
+    else None."""
     if lm is not None:
-        if isinstance(lm, str):
-            import dspy
-
-            return dspy.LM(lm)
-        return lm
+        return make_lm(lm) if isinstance(lm, str) else lm
     dspy = sys.modules.get("dspy")  # a program that never imported dspy configured no LM
     return None if dspy is None else dspy.settings.lm
 
 
-def make_lm(model: str, api_base: str | None = None) -> Any:
-    """A dspy.LM from a model string (DSPY_MEMORY_LM) and an optional API base."""
+def make_lm(model: str, api_base: str | None = None, *, num_ctx: int | None = None) -> Any:
+    """A dspy.LM from a model string (DSPY_MEMORY_LM) and an optional API base.
+
+    An Ollama model ("ollama_chat/<model>" or "ollama/<model>") gets what `local()` builds:
+    Ollama's native chat route at `api_base` (else $OLLAMA_HOST, else localhost; a trailing /v1
+    is dropped), `options.num_ctx = num_ctx` (default 8192) on every request, and answers
+    constrained to each signature's output schema (see dspy_memory/ollama.py). `num_ctx`
+    applies to Ollama models only."""
+    from dspy_memory.ollama import ollama_lm, ollama_model_name
+
+    if ollama_model_name(model) is not None:
+        return ollama_lm(model, host=api_base, num_ctx=num_ctx)
     import dspy
 
     return dspy.LM(model, **({"api_base": api_base} if api_base else {}))
+
+
+def adapter_for(lm: Any) -> Any:
+    """The adapter `run_program` calls `lm` with: JSON constrained to the output schema on
+    Ollama's native route, DSPy's field-marker chat format elsewhere; strict either way."""
+    from dspy_memory.ollama import OllamaJSONAdapter, is_native_ollama
+    from dspy_memory.programs.strict import StrictChatAdapter
+
+    return OllamaJSONAdapter() if is_native_ollama(lm) else StrictChatAdapter()
 
 
 def lm_name(lm: Any) -> str:
@@ -70,14 +70,13 @@ def run_program(
     (prediction, usage over all attempts); raises WriteProgramError when no attempt succeeded."""
     import dspy
 
-    from dspy_memory.programs.strict import StrictChatAdapter
-
+    adapter = adapter_for(lm)
     usage = LMUsage()
     last: BaseException | None = None
     for attempt in range(max_attempts):
         # A retry asks with a fresh rollout id, so a cached bad answer is not served again.
         config = {"rollout_id": attempt} if attempt else {}
-        with dspy.context(lm=lm.copy(**config) if config else lm, adapter=StrictChatAdapter()):
+        with dspy.context(lm=lm.copy(**config) if config else lm, adapter=adapter):
             with dspy.track_usage() as tracker:
                 try:
                     prediction = _call_with_deadline(program, inputs, timeout_s)
@@ -125,14 +124,14 @@ def _call_with_deadline(program: Any, inputs: dict[str, Any], timeout_s: float |
     return outcome["value"]
 
 
-def prompt_tokens(program: Any, inputs: dict[str, Any]) -> int:
-    """Tokens of the prompt the program's first LM call will send for `inputs` (instructions,
-    demos and inputs as `run_program`'s adapter renders them), counted before the call."""
-    from dspy_memory.programs.strict import StrictChatAdapter
+def prompt_tokens(program: Any, inputs: dict[str, Any], lm: Any = None) -> int:
+    """Tokens of the prompt the program's first LM call to `lm` will send for `inputs`
+    (instructions, demos and inputs as `run_program`'s adapter for `lm` renders them), counted
+    before the call."""
     from dspy_memory.tokens import count_tokens
 
     predictor = program.named_predictors()[0][1]
-    messages = StrictChatAdapter().format(predictor.signature, predictor.demos, inputs)
+    messages = adapter_for(lm).format(predictor.signature, predictor.demos, inputs)
     return sum(count_tokens(str(message.get("content") or "")) for message in messages)
 
 
@@ -158,29 +157,12 @@ class LocalModels:
     host: str
 
 
-def _ollama_models(host: str, timeout: float) -> list[str]:
-    try:
-        with urllib.request.urlopen(f"{host}/api/tags", timeout=timeout) as response:
-            payload = json.loads(response.read().decode("utf-8"))
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise LMUnavailableError(
-            f"Ollama is not running at {host} ({exc}). Start it with `ollama serve` "
-            "(install from https://ollama.com), or pass host= if it runs elsewhere."
-        ) from None
-    return [model.get("name", "") for model in payload.get("models", [])]
-
-
-def _has_model(available: list[str], wanted: str) -> bool:
-    # Ollama lists "llama3.2:latest" for a model pulled as "llama3.2".
-    names = set(available) | {name.removesuffix(":latest") for name in available}
-    return wanted in names or wanted.removesuffix(":latest") in names
-
-
 def local(
     llm: str = "llama3.2",
     embed: str | None = "nomic-embed-text",
     *,
     host: str | None = None,
+    num_ctx: int | None = None,
     configure: bool = True,
     check: bool = True,
     timeout: float = 5.0,
@@ -193,23 +175,39 @@ def local(
     >>> memory = Memory("agent.db", lm=models.lm, embedder=models.embedder)
 
     `host` defaults to $OLLAMA_HOST, else http://localhost:11434. Checks that Ollama answers
-    and that both models are pulled, and says what to run when not. With configure=True
-    (default) the LM is also set with dspy.configure(lm=...).
+    and that both models are pulled, and says what to run when not. The LM uses Ollama's
+    native chat route with a `num_ctx`-token window (default 8192; Ollama cuts longer prompts
+    silently) and
+    asks for answers constrained to each signature's output schema (JSON mode before Ollama
+    0.5.0); see dspy_memory/ollama.py. With configure=True (default) the LM is also set with
+    dspy.configure(lm=...).
     """
     import dspy
 
+    from dspy_memory.ollama import (
+        has_model,
+        ollama_host,
+        ollama_lm,
+        ollama_model_name,
+        ollama_models,
+        output_format,
+    )
+
     host = ollama_host(host)
+    chat_model = ollama_model_name(llm) or llm
     if check:
-        available = _ollama_models(host, timeout)
-        missing = [name for name in (llm, embed) if name is not None and not _has_model(available, name)]
+        available = ollama_models(host, timeout)
+        missing = [
+            name for name in (chat_model, embed) if name is not None and not has_model(available, name)
+        ]
         if missing:
             pulls = " && ".join(f"ollama pull {name}" for name in missing)
             raise LMUnavailableError(
                 f"Ollama at {host} does not have {', '.join(missing)} (it has: "
                 f"{', '.join(available) or 'no models'}). Run: {pulls}"
             )
-    # The OpenAI-compatible route needs the /v1 suffix with DSPy's default client.
-    lm = dspy.LM(f"ollama_chat/{llm}", api_base=f"{host}/v1", api_key="ollama", **lm_kwargs)
+        output_format(host, timeout=timeout)  # read the version now, not on the first write
+    lm = ollama_lm(chat_model, host=host, num_ctx=num_ctx, **lm_kwargs)
     if configure:
         dspy.configure(lm=lm)
     from dspy_memory.embed import OllamaEmbedder

@@ -1,4 +1,4 @@
-"""Loopback HTTP servers that speak just enough of Ollama's and OpenAI's embedding APIs."""
+"""Loopback HTTP servers that speak just enough of Ollama's API and OpenAI's embedding API."""
 
 from __future__ import annotations
 
@@ -75,14 +75,38 @@ def embedding_server(kind: str, *, dim: int = 32, behaviour: str = "ok"):
         yield url, requests
 
 
+# What Ollama before 0.5.0 answers to a JSON schema in `format` (it took only "json" there).
+OLD_OLLAMA_FORMAT_ERROR = (
+    "json: cannot unmarshal object into Go struct field ChatRequest.format of type string"
+)
+
+
+def _version(text):
+    return tuple(int(part) for part in text.split("-")[0].split("."))
+
+
 @contextmanager
-def ollama_server(*, models=("llama3.2:latest", "nomic-embed-text:latest"), chat=None, dim: int = 768):
-    """A loopback server speaking the parts of Ollama's API dspy-memory uses: GET /api/tags,
-    POST /api/embed, and the OpenAI-compatible POST /v1/chat/completions, answered by
-    `chat(messages) -> str` or, given a `dspy_memory.testing` responder, by signature.
-    Yields (base_url, list of requests)."""
+def ollama_server(
+    *,
+    models=("llama3.2:latest", "nomic-embed-text:latest"),
+    chat=None,
+    reply_to=None,
+    dim: int = 768,
+    version: str = "0.6.2",
+    reports_version: bool = True,
+    context_length: int = 131072,
+    modelfile_num_ctx: int | None = None,
+):
+    """A loopback server speaking the parts of Ollama's API dspy-memory uses: GET /api/tags and
+    /api/version, POST /api/show (the model's context length and Modelfile num_ctx), /api/embed,
+    and chat on the native POST /api/chat and the OpenAI-compatible POST /v1/chat/completions.
+    Chat is answered by `chat(messages) -> str` (see `chat_by_signature`) or, given instead,
+    `reply_to(request_body) -> str`, which sees `format` and `options` too. Like Ollama before
+    0.5.0, a `version` below 0.5.0 refuses a JSON schema in `format` (HTTP 400);
+    reports_version=False serves no /api/version. Yields (base_url, list of requests: path and JSON body)."""
     model = HashEmbedder(dim, cache_size=0)
     requests: list[dict] = []
+    pulled = {name.removesuffix(":latest") for name in models} | set(models)
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):
@@ -96,10 +120,15 @@ def ollama_server(*, models=("llama3.2:latest", "nomic-embed-text:latest"), chat
             self.end_headers()
             self.wfile.write(data)
 
+        def _answer(self, body):
+            return reply_to(body) if reply_to is not None else chat(body["messages"])
+
         def do_GET(self):  # noqa: N802
             requests.append({"path": self.path})
             if self.path == "/api/tags":
-                self._send(200, {"models": [{"name": name} for name in models]})
+                self._send(200, {"models": [{"name": name, "model": name} for name in models]})
+            elif self.path == "/api/version" and reports_version:
+                self._send(200, {"version": version})
             else:
                 self._send(404, {"error": "not found"})
 
@@ -109,11 +138,47 @@ def ollama_server(*, models=("llama3.2:latest", "nomic-embed-text:latest"), chat
             if self.path == "/api/embed":
                 texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 self._send(200, {"model": body["model"], "embeddings": model.embed(texts).tolist()})
+            elif self.path == "/api/show":
+                name = body.get("model") or body.get("name")  # older clients send "name"
+                if name not in pulled:
+                    self._send(404, {"error": f"model '{name}' not found"})
+                    return
+                parameters = f"num_ctx {modelfile_num_ctx}" if modelfile_num_ctx else ""
+                self._send(
+                    200,
+                    {
+                        "parameters": parameters,
+                        "details": {"format": "gguf", "family": "llama"},
+                        "model_info": {
+                            "general.architecture": "llama",
+                            "llama.context_length": context_length,
+                        },
+                        "capabilities": ["completion"],
+                    },
+                )
+            elif self.path == "/api/chat":
+                if body["model"] not in pulled:
+                    self._send(404, {"error": f'model "{body["model"]}" not found, try pulling it first'})
+                    return
+                if isinstance(body.get("format"), dict) and _version(version) < (0, 5, 0):
+                    self._send(400, {"error": OLD_OLLAMA_FORMAT_ERROR})
+                    return
+                self._send(
+                    200,
+                    {
+                        "model": body["model"],
+                        "created_at": "2024-03-05T10:00:00.000000Z",
+                        "message": {"role": "assistant", "content": self._answer(body)},
+                        "done_reason": "stop",
+                        "done": True,
+                        "prompt_eval_count": 100,
+                        "eval_count": 20,
+                    },
+                )
             elif self.path == "/v1/chat/completions":
-                if body["model"] not in {name.removesuffix(":latest") for name in models} | set(models):
+                if body["model"] not in pulled:
                     self._send(404, {"error": {"message": f"model '{body['model']}' not found"}})
                     return
-                text = chat(body["messages"])
                 self._send(
                     200,
                     {
@@ -123,7 +188,7 @@ def ollama_server(*, models=("llama3.2:latest", "nomic-embed-text:latest"), chat
                         "choices": [
                             {
                                 "index": 0,
-                                "message": {"role": "assistant", "content": text},
+                                "message": {"role": "assistant", "content": self._answer(body)},
                                 "finish_reason": "stop",
                             }
                         ],

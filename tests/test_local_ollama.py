@@ -1,4 +1,5 @@
-"""`dspy_memory.local()`: a fully local set-up against a loopback server speaking Ollama's API."""
+"""Ollama through its native chat route, against a loopback server speaking Ollama's API: what
+goes over the wire (`format`, `options.num_ctx`), old servers, malformed replies, `local()`."""
 
 from __future__ import annotations
 
@@ -10,17 +11,16 @@ import pytest
 
 import dspy_memory
 from dspy_memory import LMUnavailableError, Memory
+from dspy_memory.errors import InvalidInputError
+from dspy_memory.lm import make_lm
+from dspy_memory.testing import oracle_responder, parse_call
 
-from .fakes import ollama_server
+from .fakes import chat_by_signature, ollama_server
 
-
-def write_answer(messages):
-    """Answer the fused write signature the way a chat model would (ChatAdapter format)."""
-    prompt = messages[-1]["content"]
-    assert "[[ ## turns ## ]]" in prompt
-    ops = [
+TEXT = "Ada: I moved to Denver on March 1st."
+FACTS = {
+    TEXT: [
         {
-            "action": "ADD",
             "content": "Ada lives in Denver.",
             "subject": "Ada",
             "predicate": "lives_in",
@@ -28,31 +28,135 @@ def write_answer(messages):
             "valid_at": "2024-03-01",
         }
     ]
-    return f"[[ ## ops ## ]]\n{json.dumps(ops)}\n\n[[ ## completed ## ]]"
+}
+ORACLE = chat_by_signature(oracle_responder(FACTS))
 
 
-def test_local_configures_the_lm_and_the_embedder_and_memory_works_end_to_end(db_path):
-    with ollama_server(chat=write_answer) as (url, requests):
+@pytest.fixture(autouse=True)
+def no_lm_cache():
+    """Every call reaches the server: DSPy's cache keys leave out the base URL, so a reply one
+    fake server gave would otherwise answer the next test's request."""
+    saved = dspy.cache
+    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
+    yield
+    dspy.cache = saved
+
+
+def chats(requests):
+    return [request["body"] for request in requests if request["path"] == "/api/chat"]
+
+
+def prompt_output_fields(body):
+    """The output fields the prompt of a chat request names (DSPy's "Your output fields are")."""
+    system = "\n\n".join(m["content"] for m in body["messages"] if m["role"] == "system")
+    return parse_call(system, [(m["role"], m["content"]) for m in body["messages"] if m["role"] != "system"])
+
+
+def test_local_writes_memories_through_the_native_route_with_num_ctx_and_the_output_schema(db_path):
+    with ollama_server(chat=ORACLE) as (url, requests):
         models = dspy_memory.local(llm="llama3.2", embed="nomic-embed-text", host=url, configure=False)
         assert models.lm.model == "ollama_chat/llama3.2"
         with Memory(db_path, lm=models.lm, embedder=models.embedder) as memory:
-            result = memory.add("Ada: I moved to Denver on March 1st.", user_id="ada", at="2024-03-05")
+            result = memory.add(TEXT, user_id="ada", at="2024-03-05")
             assert result.error is None, result.error
             assert [op.content for op in result.ops] == ["Ada lives in Denver."]
+            # Usage comes from Ollama's own counts (prompt_eval_count, eval_count).
             assert result.usage.lm_calls == 1 and result.usage.prompt_tokens == 100
             assert memory.search("Denver", user_id="ada")[0].content == "Ada lives in Denver."
     paths = [request["path"] for request in requests]
-    # The chat goes to the OpenAI-compatible route WITH /v1 (see the DSPy notes).
-    assert "/api/tags" in paths and "/v1/chat/completions" in paths and "/api/embed" in paths
+    assert "/api/tags" in paths and "/api/version" in paths and "/api/embed" in paths
+    assert "/v1/chat/completions" not in paths
+    [body] = chats(requests)
+    assert body["model"] == "llama3.2" and body["stream"] is False
+    assert body["options"]["num_ctx"] == 8192
+    schema = body["format"]
+    wanted = prompt_output_fields(body).output_fields
+    assert wanted and sorted(schema["properties"]) == sorted(wanted) == sorted(schema["required"])
+    assert schema["type"] == "object" and schema["additionalProperties"] is False
+    # The answer is asked for as JSON, the shape `format` forces.
+    assert "Respond with a JSON object" in body["messages"][-1]["content"]
 
 
-def test_local_can_configure_dspy(db_path):
-    with ollama_server(chat=write_answer) as (url, _):
+def test_num_ctx_is_configurable_in_local_and_make_lm(db_path):
+    with ollama_server(chat=ORACLE) as (url, requests):
+        models = dspy_memory.local(host=url, configure=False, num_ctx=16384)
+        with Memory(db_path, lm=models.lm, embedder="test") as memory:
+            assert memory.add(TEXT, user_id="ada").error is None
+        with Memory(
+            db_path, lm=make_lm("ollama_chat/llama3.2", url, num_ctx=4096), embedder="test"
+        ) as memory:
+            assert memory.add("Ada: I like tea.", user_id="ada").error is None
+    assert [body["options"]["num_ctx"] for body in chats(requests)] == [16384, 4096]
+    for wrong in (100, 8192.0, "8192", True):
+        with pytest.raises(InvalidInputError, match="num_ctx"):
+            make_lm("ollama_chat/llama3.2", url, num_ctx=wrong)
+
+
+def test_an_ollama_before_0_5_is_asked_for_json_mode(db_path):
+    with ollama_server(chat=ORACLE, version="0.4.7") as (url, requests):
+        models = dspy_memory.local(host=url, configure=False)
+        with Memory(db_path, lm=models.lm, embedder="test") as memory:
+            result = memory.add(TEXT, user_id="ada")
+    assert result.error is None and [op.content for op in result.ops] == ["Ada lives in Denver."]
+    [body] = chats(requests)
+    assert body["format"] == "json" and body["options"]["num_ctx"] == 8192
+
+
+def test_a_server_that_refuses_the_schema_is_asked_again_in_json_mode_and_remembered(db_path, caplog):
+    # No /api/version to go by: the schema is tried, refused (HTTP 400), and JSON mode used.
+    with ollama_server(chat=ORACLE, version="0.4.7", reports_version=False) as (url, requests):
+        with Memory(db_path, lm=make_lm("ollama_chat/llama3.2", url), embedder="test") as memory:
+            first = memory.add(TEXT, user_id="ada")
+            second = memory.add("Ada: I like tea.", user_id="ada")
+    assert first.error is None and second.error is None
+    assert [op.content for op in first.ops] == ["Ada lives in Denver."]
+    formats = [body["format"] for body in chats(requests)]
+    assert isinstance(formats[0], dict) and formats[1:] == ["json", "json"]
+    assert "refused a JSON schema" in caplog.text
+
+
+MALFORMED = {
+    "not JSON": "Sure! Ada lives in Denver now.",
+    "truncated JSON": '{"ops": [{"action": "ADD", "content": "Ada lives in Den',
+    "wrong fields": json.dumps({"operations": [{"action": "ADD", "content": "Ada lives in Denver."}]}),
+    "wrong types": json.dumps({"ops": "ADD Ada lives in Denver"}),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MALFORMED))
+def test_a_malformed_reply_fails_cleanly_and_keeps_the_input(db_path, kind):
+    with ollama_server(reply_to=lambda body: MALFORMED[kind]) as (url, requests):
+        models = dspy_memory.local(host=url, configure=False)
+        with Memory(db_path, lm=models.lm, embedder="test") as memory:
+            result = memory.add(TEXT, user_id="ada")  # must not raise
+            [episode] = result.episodes
+            assert result.error and "AdapterParseError" in result.error and episode.status == "failed"
+            assert episode.error and not result.ops
+            assert [m.kind for m in result.memories] == ["turn"]
+            assert memory.search("Denver", user_id="ada")[0].content == TEXT
+    # Every attempt went to Ollama with the schema; none produced a memory from the fragment.
+    assert len(chats(requests)) == 2 and all(isinstance(body["format"], dict) for body in chats(requests))
+
+
+def test_model_strings_get_the_native_route_and_honour_ollama_host(db_path, monkeypatch):
+    with ollama_server(chat=ORACLE) as (url, requests):
+        monkeypatch.setenv("OLLAMA_HOST", url.removeprefix("http://"))  # as `ollama` reads it
+        for model in ("ollama_chat/llama3.2", "ollama/llama3.2"):
+            lm = make_lm(model)
+            assert lm.model == "ollama_chat/llama3.2" and lm.kwargs["api_base"] == url
+        with Memory(db_path, lm="ollama/llama3.2", embedder="test") as memory:
+            assert memory.add(TEXT, user_id="ada").error is None
+    [body] = chats(requests)
+    assert body["options"]["num_ctx"] == 8192 and isinstance(body["format"], dict)
+
+
+def test_local_can_configure_dspy():
+    with ollama_server(chat=ORACLE) as (url, _):
         previous = dspy.settings.lm
         try:
             models = dspy_memory.local(host=url + "/v1/")
             assert dspy.settings.lm is models.lm
-            assert models.host == url
+            assert models.host == url and models.lm.kwargs["api_base"] == url
         finally:
             dspy.configure(lm=previous)
 
@@ -62,7 +166,7 @@ def test_a_model_that_is_not_pulled_says_what_to_pull():
         with pytest.raises(LMUnavailableError, match="ollama pull nomic-embed-text"):
             dspy_memory.local(llm="llama3.2", embed="nomic-embed-text", host=url, configure=False)
         with pytest.raises(LMUnavailableError, match="ollama pull qwen2.5"):
-            dspy_memory.local(llm="qwen2.5", embed=None, host=url, configure=False)
+            dspy_memory.local(llm="ollama_chat/qwen2.5", embed=None, host=url, configure=False)
 
 
 def test_ollama_not_running_says_how_to_start_it():
@@ -90,4 +194,6 @@ def test_the_lm_can_come_from_the_environment(db_path):
     )
     with Memory(config) as memory:
         lm = memory._lm_for(None)
-        assert lm.model == "ollama_chat/llama3.2" and lm.kwargs["api_base"] == "http://box:11434/v1"
+        # A base URL written for the OpenAI-compatible route still reaches the native one.
+        assert lm.model == "ollama_chat/llama3.2" and lm.kwargs["api_base"] == "http://box:11434"
+        assert lm.engine == "litellm" and lm.kwargs["num_ctx"] == 8192
