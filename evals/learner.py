@@ -1,0 +1,355 @@
+"""A fake LM that learns only from the demonstrations an optimizer puts in its prompt.
+
+Offline tests and `python -m evals.optimize_offline` need a student whose score can change only
+through the prompt an optimizer builds, and whose rules a reviewer can read in one sitting. This
+LM knows no answers, situations or labels; nothing in it names an action to choose for a case.
+
+1. It reads the demonstrations: DSPy sends each demo as a user message (the input fields) and an
+   assistant message (the output fields) before the final user message. A pair that lacks the
+   current signature's input or output fields (a demo of another signature) is ignored.
+2. It finds the nearest demonstration: the one whose input values share the largest fraction of
+   their words with the current input's (Jaccard similarity of lower-cased word sets; the
+   earliest demo wins a tie). No demo shares a word: it answers with the naive policy (4).
+3. It imitates that demonstration, re-bound to the current input by one generic rule per kind
+   of output:
+   - operations (`ops`): the demo's actions, in order, one per fact (the new facts; for the
+     fused write program, which has none, each turn stands for a fact). A demo op with a
+     target names the memory at some rank when the demo's memories are ordered by how many
+     words they share with the demo op's fact (input order breaks ties); the copy targets the
+     current memory at the same rank for the current fact. Fields of the new content come from
+     the current fact; flags (booleans) from the demo op. An op that cannot be bound (no memory
+     at that rank) and a fact the demo has no op for get the naive answer.
+   - search plans (`plan`): the question itself is the only query. If the demo planned an
+     as_of date, the copy plans one that stands to the current question's period ("in 2022",
+     "June 2023", "early March 2024", "spring 2023") as the demo's date stood to the demo
+     question's period: at the same fraction of its length. A demo question without a period
+     relates its date to its `today`: the copy keeps the same distance from the current today.
+     A current question without a period gets no as_of when the demo's had one.
+   - any other output: the demo's value, unchanged.
+4. The naive policy, without a usable demonstration: ADD every fact; search for the question
+   with no as_of; for other signatures (MIPROv2's proposers, SIMBA's advice) a fixed valid
+   value of each output's type; to a prompt without DSPy fields (GEPA's reflection) it returns
+   the instruction it was given, unchanged.
+
+It does not read instructions, so an optimizer that only rewrites instructions cannot change its
+score: that is a property of this learner, not of the optimizer (a real LM reads instructions).
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import re
+import threading
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Any
+
+from dspy_memory.plan import NEEDS_CONTENT
+from dspy_memory.testing import LMCall, ScriptedEngine, _AsyncScriptedEngine, parse_call
+
+_WORD = re.compile(r"[a-z]+|\d+")
+_SECTION = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\Z)", re.DOTALL)
+_FIELD_TYPE = re.compile(r"^\d+\. `(\w+)` \(([^)]*)\)", re.MULTILINE)
+_FENCED = re.compile(r"```\n?(.*?)\n?```", re.DOTALL)
+_OP_FIELDS = ("content", "kind", "subject", "predicate", "object", "valid_at", "invalid_at")
+
+
+@dataclass(frozen=True)
+class Demonstration:
+    inputs: dict[str, Any]
+    outputs: dict[str, Any]
+
+
+# -- reading the prompt ------------------------------------------------------------------------
+
+
+def demonstrations(system: str, messages: list[tuple[str, str]], call: LMCall) -> list[Demonstration]:
+    """The (user, assistant) pairs before the final user message that carry every input and
+    output field of the current signature."""
+    found = []
+    for (role, text), (next_role, answer) in zip(messages[:-1], messages[1:-1]):
+        if role != "user" or next_role != "assistant":
+            continue
+        inputs = parse_call(system, [("user", text)]).inputs
+        outputs = _outputs(answer, call.output_fields)
+        if set(call.input_fields) <= set(inputs) and set(call.output_fields) <= set(outputs):
+            found.append(Demonstration(inputs, outputs))
+    return found
+
+
+def _outputs(text: str, names: list[str]) -> dict[str, Any]:
+    """Output fields of a demo answer in ChatAdapter ([[ ## name ## ]]) or JSONAdapter form."""
+    try:
+        value = json.loads(text)
+        if isinstance(value, dict):
+            return {name: value[name] for name in names if name in value}
+    except ValueError:
+        pass
+    values = {}
+    for name, raw in _SECTION.findall(text):
+        if name in names:
+            try:
+                values[name] = json.loads(raw.strip())
+            except ValueError:
+                values[name] = raw.strip()
+    return values
+
+
+def words(value: Any) -> set[str]:
+    """Lower-cased words and numbers of every string inside `value` (keys are not read)."""
+    if isinstance(value, str):
+        return set(_WORD.findall(value.lower()))
+    if isinstance(value, dict):
+        return set().union(*(words(item) for item in value.values())) if value else set()
+    if isinstance(value, (list, tuple)):
+        return set().union(*(words(item) for item in value)) if value else set()
+    return set()
+
+
+def nearest(inputs: dict[str, Any], demos: list[Demonstration]) -> Demonstration | None:
+    """The demo whose input words overlap most with `inputs` (Jaccard); None when none shares a word."""
+    mine = words(inputs)
+    best, best_score = None, 0.0
+    for demo in demos:
+        theirs = words(demo.inputs)
+        union = mine | theirs
+        score = len(mine & theirs) / len(union) if union else 0.0
+        if score > best_score:
+            best, best_score = demo, score
+    return best
+
+
+# -- operations --------------------------------------------------------------------------------
+
+
+def _facts(inputs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The new facts; for the fused write program each turn stands for one."""
+    facts = inputs.get("new_facts")
+    if isinstance(facts, list):
+        return [fact for fact in facts if isinstance(fact, dict)]
+    turns = inputs.get("turns")
+    if not isinstance(turns, list):
+        return []
+    return [
+        {
+            "content": turn.get("text"),
+            "subject": turn.get("speaker"),
+            "valid_at": str(turn.get("time", ""))[:10],
+        }
+        for turn in turns
+        if isinstance(turn, dict) and turn.get("text")
+    ]
+
+
+def _memories(inputs: dict[str, Any]) -> list[dict[str, Any]]:
+    memories = inputs.get("existing_memories")
+    return [m for m in memories if isinstance(m, dict)] if isinstance(memories, list) else []
+
+
+def _ranked(memories: list[dict[str, Any]], anchor: set[str]) -> list[dict[str, Any]]:
+    """Memories by how many words they share with `anchor`, most first; input order breaks ties."""
+    order = sorted(range(len(memories)), key=lambda i: (-len(words(memories[i]) & anchor), i))
+    return [memories[i] for i in order]
+
+
+def _added(fact: dict[str, Any]) -> dict[str, Any]:
+    return {"action": "ADD", **_content_of(fact)}
+
+
+def _content_of(fact: dict[str, Any]) -> dict[str, Any]:
+    return {key: fact[key] for key in _OP_FIELDS if fact.get(key) not in (None, "")}
+
+
+def naive_ops(inputs: dict[str, Any]) -> list[dict[str, Any]]:
+    return [_added(fact) for fact in _facts(inputs)]
+
+
+def imitate_ops(inputs: dict[str, Any], demo: Demonstration) -> list[dict[str, Any]]:
+    demo_ops = demo.outputs.get("ops")
+    if not isinstance(demo_ops, list):
+        return naive_ops(inputs)
+    facts, memories = _facts(inputs), _memories(inputs)
+    demo_facts, demo_memories = _facts(demo.inputs), _memories(demo.inputs)
+    rest = words({k: v for k, v in inputs.items() if k != "existing_memories"})
+    demo_rest = words({k: v for k, v in demo.inputs.items() if k != "existing_memories"})
+    demo_ops = [op for op in demo_ops if isinstance(op, dict)]
+    ops = []
+    for index, demo_op in enumerate(demo_ops):
+        fact = facts[min(index, len(facts) - 1)] if facts else None
+        demo_fact = demo_facts[min(index, len(demo_facts) - 1)] if demo_facts else None
+        op = _bound(demo_op, fact, demo_fact, memories, demo_memories, rest, demo_rest)
+        if op is not None:
+            ops.append(op)
+        elif fact is not None and index < len(facts):
+            ops.append(_added(fact))
+    ops += [_added(fact) for fact in facts[len(demo_ops) :]]
+    return ops
+
+
+def _bound(
+    demo_op: dict[str, Any],
+    fact: dict[str, Any] | None,
+    demo_fact: dict[str, Any] | None,
+    memories: list[dict[str, Any]],
+    demo_memories: list[dict[str, Any]],
+    rest: set[str],
+    demo_rest: set[str],
+) -> dict[str, Any] | None:
+    action = str(demo_op.get("action", "")).upper()
+    op: dict[str, Any] = {"action": action}
+    op.update({key: value for key, value in demo_op.items() if isinstance(value, bool)})
+    if demo_op.get("target") is not None:
+        demo_ranked = _ranked(demo_memories, words(demo_fact) if demo_fact else demo_rest)
+        rank = next((i for i, m in enumerate(demo_ranked) if m.get("alias") == demo_op["target"]), None)
+        ranked = _ranked(memories, words(fact) if fact else rest)
+        if rank is None or rank >= len(ranked):
+            return None
+        op["target"] = ranked[rank].get("alias")
+    if action in NEEDS_CONTENT:
+        if fact is None:
+            return None
+        op.update(_content_of(fact))
+    return op
+
+
+# -- search plans ------------------------------------------------------------------------------
+
+_MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
+_MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
+# Meteorological seasons as (first month, months long); winter runs into the next year.
+_SEASONS = {"spring": (3, 3), "summer": (6, 3), "autumn": (9, 3), "fall": (9, 3), "winter": (12, 3)}
+_PARTS = {"early": (0.0, 1 / 3), "mid": (1 / 3, 2 / 3), "late": (2 / 3, 1.0)}
+_PERIOD = re.compile(
+    r"\b(?:(early|mid|late)[\s-]+)?(?:("
+    + "|".join(sorted({*_MONTHS, *_SEASONS}, key=len, reverse=True))
+    + r")\.?\s+(?:of\s+)?)?((?:19|20)\d{2})\b|\b(last|this)\s+year\b",
+    re.IGNORECASE,
+)
+
+
+def _day(value: Any) -> date | None:
+    match = re.match(r"(\d{4})-(\d{2})-(\d{2})", str(value or ""))
+    if not match:
+        return None
+    try:
+        return date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
+    except ValueError:
+        return None
+
+
+def _months_later(start: date, months: int) -> date:
+    index = start.month - 1 + months
+    return date(start.year + index // 12, index % 12 + 1, 1)
+
+
+def period(question: str, today: date | None) -> tuple[date, date] | None:
+    """The first period a question names, as (first day, last day)."""
+    match = _PERIOD.search(question)
+    if not match:
+        return None
+    part, name, year, relative = match.groups()
+    if relative:
+        if today is None:
+            return None
+        year = str(today.year - (relative.lower() == "last"))
+    start, length = date(int(year), 1, 1), 12
+    if name:
+        name = name.lower()
+        first, length = _SEASONS.get(name, (_MONTHS.get(name, 1), 1))
+        start = date(int(year), first, 1)
+    end = _months_later(start, length) - timedelta(days=1)
+    if part:
+        low, high = _PARTS[part.lower()]
+        days = (end - start).days
+        start, end = start + timedelta(days=round(days * low)), start + timedelta(days=round(days * high))
+    return start, end
+
+
+def naive_plan(inputs: dict[str, Any]) -> dict[str, Any]:
+    return {"queries": [str(inputs.get("question", ""))], "as_of": None}
+
+
+def imitate_plan(inputs: dict[str, Any], demo: Demonstration) -> dict[str, Any]:
+    plan = naive_plan(inputs)
+    demo_plan = demo.outputs.get("plan")
+    planned = _day(demo_plan.get("as_of")) if isinstance(demo_plan, dict) else None
+    if planned is None:
+        return plan
+    demo_today, today = _day(demo.inputs.get("today")), _day(inputs.get("today"))
+    demo_period = period(str(demo.inputs.get("question", "")), demo_today)
+    if demo_period is None:
+        if demo_today is not None and today is not None:
+            plan["as_of"] = (today + (planned - demo_today)).isoformat()
+        return plan
+    current = period(str(inputs.get("question", "")), today)
+    if current is None:
+        return plan
+    span = (demo_period[1] - demo_period[0]).days
+    share = (planned - demo_period[0]).days / span if span else 0.0
+    plan["as_of"] = (current[0] + timedelta(days=round(share * (current[1] - current[0]).days))).isoformat()
+    return plan
+
+
+# -- everything else ---------------------------------------------------------------------------
+
+
+def _empty(type_name: str) -> Any:
+    """A fixed valid value of a DSPy output type."""
+    name = type_name.replace(" ", "").lower()
+    if name.startswith(("list", "tuple", "set")):
+        return []
+    if name.startswith("dict"):
+        return {}
+    if name.startswith("bool"):
+        return True
+    if name.startswith(("int", "float")):
+        return 0
+    return "As in the examples."
+
+
+def answer(call: LMCall, demos: list[Demonstration], system: str) -> dict[str, Any]:
+    demo = nearest(call.inputs, demos)
+    if "ops" in call.output_fields:
+        return {"ops": imitate_ops(call.inputs, demo) if demo else naive_ops(call.inputs)}
+    if "plan" in call.output_fields:
+        return {"plan": imitate_plan(call.inputs, demo) if demo else naive_plan(call.inputs)}
+    if demo is not None:
+        return dict(demo.outputs)
+    types = dict(_FIELD_TYPE.findall(system[system.find("Your output fields are:") :]))
+    return {name: _empty(types.get(name, "str")) for name in call.output_fields}
+
+
+def reflection(prompt: str) -> str:
+    """A prompt outside DSPy's field format (GEPA's reflection): the instruction it quotes, unchanged."""
+    quoted = _FENCED.search(prompt)
+    instruction = quoted.group(1).strip() if quoted else "Follow the examples."
+    return f"```\n{instruction}\n```"
+
+
+class LearnerEngine(ScriptedEngine):
+    """The engine of `learner_lm`: ScriptedEngine's parsing and token counting, with the request's
+    demonstrations handed to the answer."""
+
+    def __init__(self) -> None:
+        super().__init__(responder=self._respond)
+        self._request = threading.local()
+
+    def complete(self, request: Any) -> Any:
+        self._request.system = request.system if isinstance(request.system, str) else ""
+        self._request.messages = [(message.role, message.text or "") for message in request.messages]
+        return super().complete(request)
+
+    def _respond(self, call: LMCall) -> Any:
+        system, messages = self._request.system, self._request.messages
+        if not call.output_fields:
+            return reflection(call.prompt)
+        return answer(call, demonstrations(system, messages, call), system)
+
+
+def learner_lm(model: str = "learner/student") -> Any:
+    """A `dspy.LM` answering as described in this module; `lm.engine.calls` lists its calls."""
+    import dspy
+
+    engine = LearnerEngine()
+    return dspy.LM(model, engine=engine, async_engine=_AsyncScriptedEngine(engine), cache=False)
