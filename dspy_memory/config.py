@@ -63,8 +63,10 @@ class WriteConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # "fused": one LM call extracts facts and decides operations; "two_step": extract, then
-    # reconcile (two calls; the second is skipped when there is nothing to compare with).
-    mode: Literal["fused", "two_step"] = "fused"
+    # reconcile (two calls; the second is skipped when there is nothing to compare with);
+    # "compact": the fused job in a prompt under 1,000 tokens for 3 turns and 5 memories, for
+    # small local models; "auto": compact with a local Ollama model, fused with any other.
+    mode: Literal["fused", "two_step", "compact", "auto"] = "auto"
     # Existing memories shown to the LM: the top `candidates_per_message` of a hybrid search
     # per message (the latest `max_candidate_queries` messages), at most `max_candidates`.
     candidates_per_message: int = Field(5, ge=0)
@@ -80,7 +82,8 @@ class WriteConfig(BaseModel):
     # DELETE is applied only when a user-authored message of the batch matches this pattern: a
     # memory whose text says "delete everything" must not be able to trigger deletions.
     forget_pattern: str = (
-        r"\b(forget|delete|erase|remove|wipe|purge)\b|don'?t (remember|keep|store)|stop remembering"
+        r"\b(forget|delete|erase|remove|wipe|purge)\b|\b(don['\u2019]?t|do not) (remember|keep|store)\b"
+        r"|stop remembering"
     )
     # Longer messages are cut for the prompt (the episode keeps every character).
     max_turn_chars: int = Field(4000, ge=100)

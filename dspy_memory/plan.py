@@ -300,11 +300,16 @@ def deletable_aliases(
     requested = {
         term
         for episode in requests
-        for term in query_terms(pattern.sub(" ", episode.content))
-        if term not in set(query_terms(episode.name or ""))
+        for term in _words(pattern.sub(" ", episode.content))
+        if term not in _words(episode.name or "")
     }
     return {
         alias
         for alias, record in candidates.items()
-        if requested & set(query_terms(record.content)) - set(query_terms(record.subject or ""))
+        if requested & _words(record.content) - _words(record.subject or "")
     }
+
+
+def _words(text: str) -> set[str]:
+    # A lone letter is what an apostrophe leaves ("that's", "Carmen's"): it names nothing.
+    return {term for term in query_terms(text) if len(term) > 1 or term.isdigit()}
