@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from dspy_memory.context import ContextBuilder
 from dspy_memory.lm import run_program
 from dspy_memory.plan import lm_date
 from dspy_memory.text import day
 from dspy_memory.timeutil import TimeLike, to_datetime, utcnow
-from dspy_memory.types import Answer, LMUsage, Scope
+from dspy_memory.types import Answer, Hit, LMUsage, Scope
 
 if TYPE_CHECKING:
     from dspy_memory.memory import Memory
@@ -42,12 +44,19 @@ def answer_question(
         queries = [query for query in (plan.plan.queries or []) if query.strip()][:3] or [question]
         if as_of is None and plan.plan.as_of:
             as_of = lm_date(plan.plan.as_of)
-    ids = scope.model_dump()
-    context = memory.context(
-        " ".join([question, *queries[1:]]) if rewrite else question,
-        budget_tokens=budget_tokens,
-        as_of=as_of,
-        **ids,
+    rrf_k = memory.config.retrieval.rrf_k
+
+    # The question and each planned query are searched apart (one string of all of them would
+    # let the longest query's words outweigh the rest) and their hits fused.
+    def search(text: str, *, k: int, as_of: Any, kinds: Sequence[str]) -> list[Hit]:
+        rankings = [
+            memory._search_in(scope, query, k=k, as_of=as_of, kinds=kinds)
+            for query in _distinct([text, *queries])
+        ]
+        return fuse_rankings(rankings, rrf_k=rrf_k)[:k]
+
+    context = ContextBuilder(memory.store, search).build(
+        question, scope, budget_tokens=budget_tokens, as_of=as_of
     )
     prediction, spent = run_program(
         answerer or MemoryAnswerer(),
@@ -62,3 +71,29 @@ def answer_question(
         as_of=str(as_of) if as_of is not None else None,
         usage=usage + spent,
     )
+
+
+def _distinct(queries: Sequence[str]) -> list[str]:
+    seen: set[str] = set()
+    kept = []
+    for query in queries:
+        key = " ".join(query.casefold().split())
+        if key and key not in seen:
+            seen.add(key)
+            kept.append(query)
+    return kept
+
+
+def fuse_rankings(rankings: Sequence[Sequence[Hit]], *, rrf_k: float) -> list[Hit]:
+    """Hits of several searches in one list, by reciprocal rank fusion: a memory scores
+    sum((rrf_k + 1) / (rrf_k + rank)) over the searches that found it (the retriever's formula,
+    so one search's top hit counts as much as in a single search). Each memory keeps its
+    best-scored hit, so the context's relevance floor still compares search scores."""
+    fused: dict[str, float] = {}
+    best: dict[str, Hit] = {}
+    for ranking in rankings:
+        for rank, hit in enumerate(ranking, start=1):
+            fused[hit.id] = fused.get(hit.id, 0.0) + (rrf_k + 1) / (rrf_k + rank)
+            if hit.id not in best or hit.score > best[hit.id].score:
+                best[hit.id] = hit
+    return sorted(best.values(), key=lambda hit: (fused[hit.id], hit.score), reverse=True)

@@ -114,7 +114,7 @@ class ContextBuilder:
         hits = self.search(
             query, k=self.facts, as_of=as_of, kinds=("fact", "preference", "event", "profile", "note")
         )
-        best = hits[0].score if hits else 0.0
+        best = max((hit.score for hit in hits), default=0.0)  # fused hits are not in score order
         relevant = [hit.memory for hit in hits if hit.score >= self.relevance_floor * best]
         dropped = [
             ContextItem(
