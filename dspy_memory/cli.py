@@ -364,6 +364,9 @@ def build_parser() -> argparse.ArgumentParser:
     command(
         "check", "check the file against its invariants (exit 1 if one is broken)", cmd_check, scoped=False
     )
+    from dspy_memory.doctor import add_doctor_command
+
+    add_doctor_command(sub)
     return parser
 
 

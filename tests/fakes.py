@@ -136,6 +136,9 @@ def ollama_server(
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             requests.append({"path": self.path, "body": body})
             if self.path == "/api/embed":
+                if body["model"] not in pulled:
+                    self._send(404, {"error": f'model "{body["model"]}" not found, try pulling it first'})
+                    return
                 texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 self._send(200, {"model": body["model"], "embeddings": model.embed(texts).tolist()})
             elif self.path == "/api/show":
