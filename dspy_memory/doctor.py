@@ -283,7 +283,10 @@ def run_checks(
     kind, _, embed_model = (embedder or (recorded[0] if recorded else "")).split("|")[0].partition(":")
     embed_model = (embed_model or "nomic-embed-text") if kind == "ollama" else None
     wanted = [name for name in (chat_model, embed_model) if name]
-    state = OllamaState(ollama_host(host))
+    # The Ollama the write path would reach: make_lm takes DSPY_MEMORY_LM_API_BASE before $OLLAMA_HOST.
+    state = OllamaState(
+        ollama_host(host or (os.environ.get("DSPY_MEMORY_LM_API_BASE") if chat_model else None))
+    )
     if wanted:
         checks += _ollama_checks(state, wanted, chat_model, num_ctx, max_prompt_tokens, timeout)
     else:
@@ -321,7 +324,9 @@ def add_doctor_command(sub: Any) -> None:
         "--lm", default=None, help=f"DSPy model string (default: $DSPY_MEMORY_LM, else {DEFAULT_LM})"
     )
     p.add_argument(
-        "--host", default=None, help="Ollama's address (default: $OLLAMA_HOST, else localhost:11434)"
+        "--host",
+        default=None,
+        help="Ollama's address (default: $DSPY_MEMORY_LM_API_BASE for an Ollama LM, else $OLLAMA_HOST, else localhost:11434)",
     )
     p.add_argument("--num-ctx", type=int, default=None, help="Ollama context window to check (default 8192)")
     p.add_argument("--no-probe", action="store_true", help="do not send the structured probe to the LM")

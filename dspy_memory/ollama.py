@@ -235,14 +235,6 @@ class OllamaJSONAdapter(StrictJSONAdapter):
                 raise
         return super().__call__(lm, lm_kwargs, signature, demos, inputs)
 
-    async def acall(self, lm: Any, lm_kwargs: dict[str, Any], signature: Any, demos: Any, inputs: Any) -> Any:
-        try:
-            return await super().acall(lm, lm_kwargs, signature, demos, inputs)
-        except LMInvalidRequestError as exc:
-            if not _refused_schema(lm, exc):
-                raise
-        return await super().acall(lm, lm_kwargs, signature, demos, inputs)
-
 
 def _host_of(lm: Any) -> str:
     return ollama_host(lm.kwargs.get("api_base"))

@@ -19,7 +19,8 @@ from .fakes import ollama_server
 def no_lm_cache(monkeypatch):
     saved = dspy.cache
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
-    monkeypatch.delenv("DSPY_MEMORY_LM", raising=False)
+    for name in ("DSPY_MEMORY_LM", "DSPY_MEMORY_LM_API_BASE", "OLLAMA_HOST"):
+        monkeypatch.delenv(name, raising=False)
     yield
     dspy.cache = saved
 
@@ -54,6 +55,15 @@ def test_a_ready_machine_is_all_ok(capsys):
     [probe] = [r["body"] for r in requests if r["path"] == "/api/chat"]
     assert probe["options"]["num_ctx"] == 8192
     assert sorted(probe["format"]["properties"]) == ["letters", "uppercase"]
+
+
+def test_the_lm_and_its_host_come_from_the_environment_as_for_the_write_path(capsys, monkeypatch):
+    with ollama_server(models=("qwen2.5:7b",), reply_to=by_schema) as (url, requests):
+        monkeypatch.setenv("DSPY_MEMORY_LM", "ollama_chat/qwen2.5:7b")
+        monkeypatch.setenv("DSPY_MEMORY_LM_API_BASE", f"{url}/v1")
+        code, lines = doctor(capsys)
+    assert code == 0 and url in lines["ollama"] and "qwen2.5:7b" in lines["lm"]
+    assert [r["body"]["model"] for r in requests if r["path"] == "/api/chat"] == ["qwen2.5:7b"]
 
 
 def test_ollama_down_fails_with_how_to_start_it(capsys):
