@@ -170,10 +170,10 @@ def check_context(
     state: OllamaState, model: str, num_ctx: int, max_prompt_tokens: int, timeout: float
 ) -> Check:
     from dspy_memory.lm import short_error
-    from dspy_memory.ollama import model_context
+    from dspy_memory.ollama import trained_context
 
     try:
-        trained, _ = model_context(state.host, model, timeout=timeout)
+        trained = trained_context(state.host, model, timeout=timeout)
     except Exception as exc:
         return Check("context", "warn", f"Ollama did not describe {model}: {short_error(exc)}")
     needed = max_prompt_tokens + ANSWER_TOKENS

@@ -130,8 +130,8 @@ def parse_version(version: str | None) -> tuple[int, int, int] | None:
 
 
 def format_for_version(version: str | None) -> OutputFormat:
-    """ "schema" when the version takes a JSON schema in `format`, "json" when it is older; an
-    unknown version is asked for the schema (a refusal falls back to "json")."""
+    """How to ask a server of `version` for structured output: "schema" from 0.5.0 on, "json"
+    before; an unknown version is asked for the schema (a refusal falls back to "json")."""
     parsed = parse_version(version)
     return "json" if parsed is not None and parsed < SCHEMA_FORMAT_SINCE else "schema"
 
@@ -160,20 +160,14 @@ def _remember_json_only(host: str) -> None:
         _formats[host] = "json"
 
 
-def model_context(host: str, model: str, *, timeout: float = 5.0) -> tuple[int | None, int | None]:
-    """(the context length the model was trained for, the num_ctx its Modelfile sets) from
-    /api/show; either is None when Ollama does not say."""
+def trained_context(host: str, model: str, *, timeout: float = 5.0) -> int | None:
+    """The context length `model` was trained for, from /api/show (None when Ollama does not
+    say). The window a request runs with is its `options.num_ctx`, which may exceed it."""
     info = ollama_api(host, "/api/show", {"model": model}, timeout=timeout)
-    trained = next(
-        (
-            int(value)
-            for key, value in (info.get("model_info") or {}).items()
-            if key.endswith(".context_length")
-        ),
-        None,
-    )
-    match = re.search(r"^num_ctx\s+(\d+)", str(info.get("parameters") or ""), flags=re.MULTILINE)
-    return trained, int(match.group(1)) if match else None
+    lengths = [
+        value for key, value in (info.get("model_info") or {}).items() if key.endswith(".context_length")
+    ]
+    return int(lengths[0]) if lengths else None
 
 
 # -- the LM ------------------------------------------------------------------------------------

@@ -95,10 +95,9 @@ def ollama_server(
     version: str = "0.6.2",
     reports_version: bool = True,
     context_length: int = 131072,
-    modelfile_num_ctx: int | None = None,
 ):
     """A loopback server speaking the parts of Ollama's API dspy-memory uses: GET /api/tags and
-    /api/version, POST /api/show (the model's context length and Modelfile num_ctx), /api/embed,
+    /api/version, POST /api/show (the model's trained context length), /api/embed,
     and chat on the native POST /api/chat and the OpenAI-compatible POST /v1/chat/completions.
     Chat is answered by `chat(messages) -> str` (see `chat_by_signature`) or, given instead,
     `reply_to(request_body) -> str`, which sees `format` and `options` too. Like Ollama before
@@ -146,11 +145,10 @@ def ollama_server(
                 if name not in pulled:
                     self._send(404, {"error": f"model '{name}' not found"})
                     return
-                parameters = f"num_ctx {modelfile_num_ctx}" if modelfile_num_ctx else ""
                 self._send(
                     200,
                     {
-                        "parameters": parameters,
+                        "parameters": 'stop "<|eot_id|>"',
                         "details": {"format": "gguf", "family": "llama"},
                         "model_info": {
                             "general.architecture": "llama",
