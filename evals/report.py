@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
+import shlex
 import statistics
+import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,8 +34,6 @@ def _cell(value: Any) -> str:
 
 
 def machine() -> dict[str, Any]:
-    import os
-
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -101,6 +102,34 @@ def progress(items: Any, *, total: int | None = None, desc: str = "") -> Any:
     return tqdm(items, total=total, desc=desc, leave=False, dynamic_ncols=True)
 
 
+def command_line(module: str, argv: Sequence[str] | None = None) -> str:
+    """The command that reruns a runner: `python -m MODULE ARGS` (argv as given to its main,
+    else this process's arguments)."""
+    return shlex.join(["python", "-m", module, *(sys.argv[1:] if argv is None else argv)])
+
+
+def markdown_report(
+    results: Any, *, title: str, text: str, plot: str | Path, out: str | Path, command: str, lm: Any
+) -> str:
+    """The report as Markdown: the tables as printed, the chart, and what produced them."""
+    about = results.get("machine") if isinstance(results, dict) else None
+    about = about or machine()
+    lines = [f"# {title}", ""]
+    if text.strip():
+        lines += [text.strip(), ""]
+    lines += [
+        f"![{title}]({Path(os.path.relpath(plot, Path(out).parent)).as_posix()})",
+        "",
+        f"- command: `{command}`",
+        f"- LM: {lm or 'none'}",
+        f"- machine: Python {about.get('python')} on {about.get('platform')}, {about.get('cpus')} CPUs",
+        f"- run at: {about.get('when')}",
+        f"- all numbers: {Path(out).name}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def save(
     results: Any,
     *,
@@ -110,8 +139,28 @@ def save(
     series: dict[str, Sequence[float]],
     title: str,
     ylabel: str,
+    text: str = "",
+    command: str | None = None,
+    lm: Any = None,
 ) -> None:
-    """What every runner ends with: the JSON, the chart, and where they went."""
+    """What every runner ends with: the JSON, the chart, a Markdown report next to the JSON
+    (`text`, the tables as printed; the command; the machine; the LM, else `results["lm"]`),
+    and where they went."""
     write_json(out, results)
     bar_chart(plot, groups, series, title=title, ylabel=ylabel)
-    print(f"\nwrote {out} and {plot}")
+    if lm is None and isinstance(results, dict):
+        lm = results.get("lm")
+    report = Path(out).with_suffix(".md")
+    report.write_text(
+        markdown_report(
+            results,
+            title=title,
+            text=text,
+            plot=plot,
+            out=out,
+            command=command or shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+            lm=lm,
+        ),
+        encoding="utf-8",
+    )
+    print(f"\nwrote {out}, {report} and {plot}")
