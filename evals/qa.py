@@ -3,11 +3,15 @@ memory, score with the official F1 (and an LM judge), per category, with cost an
 
     python -m evals.qa --data ../shared/data/locomo/locomo_dev5.json --lm MODEL
         [--ingest raw|lm] [--judge-lm MODEL] [--rewrite] [--budget 1500] [--limit N] [--threads T]
+    dspy-memory eval qa --lm ollama_chat/llama3.2 --data locomo10.json    (the same, installed)
 
 Categories as released: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop (reported together
 as "1-4", the number peers publish), 5 adversarial (reported separately). `--ingest lm` runs the
 write program over each session (LM calls and tokens reported); `raw` stores every turn.
-Without --lm, the answer is the most relevant memory's text (a no-LM baseline).
+Without --lm, the answer is the most relevant memory's text (a no-LM baseline). Model strings
+are built by `dspy_memory.lm.make_lm` (Ollama models get the native route with num_ctx).
+Per category: official F1, the judge's accuracy (--judge-lm), LM calls, tokens, answer latency
+p50/p95 and failed answers; written to --out (JSON), the same name with .md, and --plot (PNG).
 """
 
 from __future__ import annotations
@@ -21,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from dspy_memory import Memory
+from dspy_memory.lm import lm_name, make_lm, short_error
 from evals.locomo import CATEGORY_NAMES, DEFAULT_DATA, Conversation, load_locomo
 from evals.locomo_retrieval import index_conversation
 from evals.metrics import locomo_f1
-from evals.report import RESULTS_DIR, machine, percentile, progress, save, table
+from evals.report import RESULTS_DIR, command_line, machine, percentile, progress, save, table
 
 
 def _baseline_answer(memory: Memory, question: str, user: str) -> str:
@@ -72,6 +77,7 @@ def answer_all(
         today = conversation.sessions[-1].date_time if conversation.sessions else None
         start = time.perf_counter()
         calls = tokens = 0
+        error = None
         try:
             if lm is None:
                 answer = _baseline_answer(memory, question.question, conversation.sample_id)
@@ -89,7 +95,10 @@ def answer_all(
                     result.usage.prompt_tokens + result.usage.completion_tokens,
                 )
         except Exception as exc:  # a failed answer scores 0, and says why
-            answer = f"(failed: {str(exc)[:120]})"
+            answer, error = "", short_error(exc)
+            spent = getattr(exc, "usage", None)  # what the failed attempts cost
+            if spent is not None:
+                calls, tokens = spent.lm_calls, spent.prompt_tokens + spent.completion_tokens
         seconds = time.perf_counter() - start
         row = {
             "conversation": conversation.sample_id,
@@ -101,15 +110,22 @@ def answer_all(
             "lm_calls": calls,
             "tokens": tokens,
             "seconds": seconds,
+            "error": error,
         }
         if judge_lm is not None and question.category != 5:
-            verdict, usage = run_program(
-                AnswerJudge(),
-                judge_lm,
-                {"question": question.question, "gold_answer": question.answer, "answer": answer},
-                max_attempts=2,
-            )
-            row["judge"] = 1.0 if verdict.correct else 0.0
+            try:
+                verdict, usage = run_program(
+                    AnswerJudge(),
+                    judge_lm,
+                    {"question": question.question, "gold_answer": question.answer, "answer": answer},
+                    max_attempts=2,
+                )
+            except Exception as exc:  # an unjudged answer is left out of the judge's mean
+                row["judge_error"], usage = short_error(exc), getattr(exc, "usage", None)
+            else:
+                row["judge"] = 1.0 if verdict.correct else 0.0
+            row["judge_lm_calls"] = usage.lm_calls if usage else 0
+            row["judge_tokens"] = (usage.prompt_tokens + usage.completion_tokens) if usage else 0
         return row
 
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
@@ -132,8 +148,50 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "lm_calls": sum(item["lm_calls"] for item in items),
             "tokens": sum(item["tokens"] for item in items),
             "latency_ms_p50": percentile([item["seconds"] * 1000 for item in items], 50),
+            "latency_ms_p95": percentile([item["seconds"] * 1000 for item in items], 95),
+            "failed": sum(1 for item in items if item.get("error")),
+            "judge_lm_calls": sum(item.get("judge_lm_calls", 0) for item in items),
+            "judge_tokens": sum(item.get("judge_tokens", 0) for item in items),
         }
     return summary
+
+
+def report_text(results: dict[str, Any]) -> str:
+    """What the runner prints and the Markdown report holds."""
+    summary, ingestion = results["summary"], results["ingestion"]
+    order = [name for name in ("1-4", *CATEGORY_NAMES.values()) if name in summary]
+    everything = [summary[name] for name in order if name != "1-4"]  # "1-4" repeats 1 to 4
+    judge = "no judge"
+    if results["judge_lm"]:
+        judge = (
+            f"judge {results['judge_lm']} ({sum(s['judge_lm_calls'] for s in everything)} LM calls, "
+            f"{sum(s['judge_tokens'] for s in everything)} tokens)"
+        )
+    lines = [
+        f"LoCoMo QA: {sum(s['questions'] for s in everything)} questions, LM {results['lm']}, {judge}.",
+        "",
+        f"Ingestion {ingestion['mode']}: {ingestion['turns']} turns in {ingestion['seconds']:.1f} s, "
+        f"{ingestion['lm_calls']} LM calls, {ingestion['prompt_tokens'] + ingestion['completion_tokens']} tokens.",
+        "",
+        table(
+            ["category", "questions", "F1", "judge", "LM calls", "tokens", "p50 ms", "p95 ms", "failed"],
+            [
+                [
+                    name,
+                    summary[name]["questions"],
+                    summary[name]["f1"],
+                    "-" if summary[name]["judge"] is None else summary[name]["judge"],
+                    summary[name]["lm_calls"],
+                    summary[name]["tokens"],
+                    summary[name]["latency_ms_p50"],
+                    summary[name]["latency_ms_p95"],
+                    summary[name]["failed"],
+                ]
+                for name in order
+            ],
+        ),
+    ]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -153,10 +211,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", default=str(RESULTS_DIR / "qa.json"))
     parser.add_argument("--plot", default=str(RESULTS_DIR / "qa.png"))
     args = parser.parse_args(argv)
-    import dspy
-
-    lm = dspy.LM(args.lm) if args.lm else None
-    judge = dspy.LM(args.judge_lm) if args.judge_lm else None
+    lm = make_lm(args.lm) if args.lm else None
+    judge = make_lm(args.judge_lm) if args.judge_lm else None
     return evaluate(
         load_locomo(args.data)[: args.conversations],
         lm=lm,
@@ -169,6 +225,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         threads=args.threads,
         out=args.out,
         plot=args.plot,
+        command=command_line("evals.qa", argv),
     )
 
 
@@ -185,6 +242,7 @@ def evaluate(
     threads: int = 1,
     out: str | Path,
     plot: str | Path,
+    command: str | None = None,
 ) -> dict[str, Any]:
     with (
         tempfile.TemporaryDirectory() as tmp,
@@ -204,42 +262,28 @@ def evaluate(
     summary = summarize(rows)
     results = {
         "machine": machine(),
-        "lm": getattr(lm, "model", None) or "baseline: top memory",
+        "lm": lm_name(lm) if lm is not None else "baseline: top memory",
+        "judge_lm": lm_name(judge_lm) if judge_lm is not None else None,
         "ingestion": ingestion,
         "summary": summary,
         "rows": rows,
     }
+    text = report_text(results)
+    print(text)
     order = [name for name in ("1-4", *CATEGORY_NAMES.values()) if name in summary]
-    print(
-        f"LoCoMo QA: {len(rows)} questions, LM {results['lm']}, ingestion {ingestion['mode']} "
-        f"({ingestion['turns']} turns in {ingestion['seconds']:.1f} s, {ingestion['lm_calls']} LM calls, "
-        f"{ingestion['prompt_tokens'] + ingestion['completion_tokens']} tokens)\n"
-    )
-    print(
-        table(
-            ["category", "questions", "F1", "judge", "LM calls", "tokens", "answer p50 ms"],
-            [
-                [
-                    name,
-                    summary[name]["questions"],
-                    summary[name]["f1"],
-                    "-" if summary[name]["judge"] is None else summary[name]["judge"],
-                    summary[name]["lm_calls"],
-                    summary[name]["tokens"],
-                    summary[name]["latency_ms_p50"],
-                ]
-                for name in order
-            ],
-        )
-    )
     save(
         results,
         out=out,
         plot=plot,
         groups=order,
-        series={"F1": [summary[name]["f1"] for name in order]},
+        series={
+            "F1": [summary[name]["f1"] for name in order],
+            **({"judge": [summary[name]["judge"] or 0.0 for name in order]} if judge_lm is not None else {}),
+        },
         title="LoCoMo QA (official F1)",
         ylabel="mean F1",
+        text=text,
+        command=command,
     )
     return results
 
