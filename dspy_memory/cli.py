@@ -15,11 +15,16 @@ DEFAULT_DB = "memory.db"
 
 
 def _lm(args: argparse.Namespace) -> Any:
-    """The LM named by --lm or DSPY_MEMORY_LM (with DSPY_MEMORY_LM_API_BASE), or None."""
+    """The LM named by --lm or DSPY_MEMORY_LM (with DSPY_MEMORY_LM_API_BASE and, for Ollama,
+    DSPY_MEMORY_LM_NUM_CTX), or None."""
+    from dspy_memory.config import MemoryConfig
     from dspy_memory.lm import make_lm
 
     model = getattr(args, "lm", None) or os.environ.get("DSPY_MEMORY_LM")
-    return make_lm(model, os.environ.get("DSPY_MEMORY_LM_API_BASE")) if model else None
+    if not model:
+        return None
+    config = MemoryConfig.from_env()
+    return make_lm(model, config.lm_api_base, num_ctx=config.lm_num_ctx)
 
 
 def _memory(args: argparse.Namespace) -> Any:

@@ -130,6 +130,9 @@ class MemoryConfig(BaseModel):
     # dspy.configure(lm=...), if any; without one, add() stores raw turns.
     lm: str | None = None
     lm_api_base: str | None = None
+    # Ollama's context window for `lm` (sent as options.num_ctx; None: 8192). Older Ollama
+    # versions default to 2,048 tokens and silently cut longer prompts.
+    lm_num_ctx: int | None = Field(None, ge=512)
     # How omitted ids match (docs/scopes.md). "strict" (default): user_id is a wall; a call
     # that leaves it out reaches only memories stored without a user, and get/history/update/
     # delete by id need the owning scope (or all_scopes=True). "wildcard": omitted ids match

@@ -121,7 +121,11 @@ class Memory:
         except BaseException:
             self.store.close()
             raise
-        self._lm = lm if lm is not None else (make_lm(config.lm, config.lm_api_base) if config.lm else None)
+        self._lm = (
+            lm
+            if lm is not None
+            else (make_lm(config.lm, config.lm_api_base, num_ctx=config.lm_num_ctx) if config.lm else None)
+        )
         self.blocks = CoreMemory(self.store, any_user=config.scope_mode == "wildcard")
         self.profiles = Profiles(self.store, profile_schema)
         self._retriever = Retriever(self.store, self.embedder, retrieval, track_access=config.track_access)

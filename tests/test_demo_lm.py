@@ -41,7 +41,7 @@ def test_without_an_lm_the_demo_says_how_to_enable_one(monkeypatch, capsys):
 def test_the_demo_lm_is_configured_by_environment_variables(monkeypatch, capsys):
     def chat(messages):
         ops = [{"action": "ADD", "content": "Ada is a nurse.", "subject": "Ada"}]
-        return f"[[ ## ops ## ]]\n{json.dumps(ops)}\n\n[[ ## completed ## ]]"
+        return json.dumps({"ops": ops})  # Ollama's native route answers in JSON (schema output)
 
     with ollama_server(chat=chat) as (url, requests):
         monkeypatch.setenv("DSPY_MEMORY_LM", "ollama_chat/llama3.2")
@@ -49,6 +49,6 @@ def test_the_demo_lm_is_configured_by_environment_variables(monkeypatch, capsys)
         assert main(["demo", "--embedder", "test"]) == 0
     out = capsys.readouterr().out
     assert "LM write path with ollama_chat/llama3.2" in out
-    assert sum(request["path"] == "/v1/chat/completions" for request in requests) == 4
+    assert sum(request["path"] == "/api/chat" for request in requests) == 4
     # The same content four times: added once, then confirmed (NOOP) three times, never duplicated.
     assert out.count("ADD        Ada is a nurse.") == 1 and out.count("NOOP       Ada is a nurse.") == 3

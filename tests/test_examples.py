@@ -89,7 +89,7 @@ def test_local_ollama_example_against_a_loopback_ollama(monkeypatch, capsys):
         ]
     )
     assert "## How facts changed" in result["context"] or "Ada lives in Denver." in result["context"]
-    assert sum(r["path"] == "/v1/chat/completions" for r in requests) == 2
+    assert sum(r["path"] == "/api/chat" for r in requests) == 2
     assert "INVALIDATE" in capsys.readouterr().out
 
 

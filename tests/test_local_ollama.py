@@ -197,3 +197,25 @@ def test_the_lm_can_come_from_the_environment(db_path):
         # A base URL written for the OpenAI-compatible route still reaches the native one.
         assert lm.model == "ollama_chat/llama3.2" and lm.kwargs["api_base"] == "http://box:11434"
         assert lm.engine == "litellm" and lm.kwargs["num_ctx"] == 8192
+
+
+def test_the_context_window_can_come_from_the_environment(db_path, monkeypatch, capsys):
+    from dspy_memory import MemoryConfig
+    from dspy_memory.cli import main
+
+    with ollama_server(chat=ORACLE) as (url, requests):
+        environ = {"DSPY_MEMORY_LM": "ollama_chat/llama3.2", "DSPY_MEMORY_LM_API_BASE": url}
+        config = MemoryConfig.from_env(
+            {**environ, "DSPY_MEMORY_LM_NUM_CTX": "4096"}, path=db_path, embedder="test"
+        )
+        with Memory(config) as memory:
+            assert memory.add(TEXT, user_id="ada").error is None
+        for key, value in {**environ, "DSPY_MEMORY_LM_NUM_CTX": "16384"}.items():
+            monkeypatch.setenv(key, value)
+        assert (
+            main(["add", "--db", str(db_path), "--embedder", "test", "--user", "ada", "Ada: I like tea."])
+            == 0
+        )
+    assert [body["options"]["num_ctx"] for body in chats(requests)] == [4096, 16384]
+    with pytest.raises(ValueError, match="lm_num_ctx"):
+        MemoryConfig.from_env({"DSPY_MEMORY_LM_NUM_CTX": "100"})
