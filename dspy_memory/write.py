@@ -31,7 +31,7 @@ from dspy_memory.plan import Plan, PlanLimits, deletable_aliases, forget_request
 from dspy_memory.retrieval import Retriever
 from dspy_memory.store import Store, TimeView
 from dspy_memory.text import content_hash
-from dspy_memory.timeutil import TimeLike, from_db, now_db, to_db, utcnow
+from dspy_memory.timeutil import TimeLike, now_db, to_db, utcnow
 from dspy_memory.tokens import count_tokens
 from dspy_memory.types import AddResult, Episode, LMUsage, MemoryRecord, Rejection, Scope
 
@@ -70,19 +70,28 @@ class Writer:
         self.embedder = embedder
         self.retriever = retriever
         self.config = config
-        self._program = program
+        self._programs = program  # a module for every LM, or WritePrograms; see `programs`
         self._applier = PlanApplier(store, embedder, confirm_strength=config.confirm_strength)
         self._forget = re.compile(config.forget_pattern, re.IGNORECASE)
         self.claims = Claimant(store.episodes, lease_seconds=config.claim_lease_seconds)
 
     @property
-    def program(self) -> Any:
-        """The DSPy module that decides operations (built on first use: importing DSPy costs ~1 s)."""
-        if self._program is None:
-            from dspy_memory.programs import make_write_program
+    def programs(self) -> Any:
+        """The write program of each mode (WritePrograms; built on first use: importing DSPy costs ~1 s)."""
+        from dspy_memory.programs.loading import WritePrograms
 
-            self._program = make_write_program(self.config.mode)
-        return self._program
+        if not isinstance(self._programs, WritePrograms):
+            self._programs = WritePrograms.of(self.config.mode, self._programs)
+        return self._programs
+
+    @property
+    def program(self) -> Any:
+        """The program of the configured mode ("auto": the one a cloud LM runs)."""
+        return self.programs.program_for(self.mode_for(None))
+
+    def mode_for(self, lm: Any) -> str:
+        """The write program `lm` runs: write.mode, or for "auto" compact on a local Ollama model."""
+        return self.programs.mode_for(lm_name(lm))
 
     # -- episodes ------------------------------------------------------------------------------
 
@@ -211,10 +220,13 @@ class Writer:
         results = [
             self._infer_batch(ordered[start : start + size], lm) for start in range(0, len(ordered), size)
         ]
-        return results[0] if len(results) == 1 else merge_results(results, self.config.mode)
+        return results[0] if len(results) == 1 else merge_results(results, self.mode_for(lm))
 
     def _infer_batch(self, episodes: Sequence[Episode], lm: Any) -> AddResult:
-        mode = self.config.mode
+        from dspy_memory.programs.write import write_inputs
+
+        mode = self.mode_for(lm)
+        program = self.programs.program_for(mode)
         started = now_db()
         scope = scope_of(episodes[0])
         ids = [episode.id for episode in episodes]
@@ -222,7 +234,7 @@ class Writer:
         if not spoken:
             self.store.episodes.mark(ids, "done")
             return AddResult(episodes=self.store.episodes.get_many(ids), mode=mode)
-        observed = max(to_db(episode.occurred_at) for episode in spoken)
+        observed = max(episode.occurred_at for episode in spoken)
         usage = LMUsage()
         conflict: WriteConflictError | None = None
         unseen: list[str] = []  # facts a conflict showed the LM had to see: shown next time
@@ -233,8 +245,14 @@ class Writer:
             except Exception as exc:  # the embedder is down: nothing to do until it is back
                 self.store.episodes.mark(ids, "failed", error=short_error(exc))
                 raise
-            inputs = self._program_inputs(spoken, candidates, scope, observed)
-            if len(episodes) > 1 and conflict is None and self._over_budget(inputs):
+            inputs = write_inputs(
+                spoken,
+                candidates,
+                scope=scope,
+                observed_at=observed,
+                max_turn_chars=self.config.max_turn_chars,
+            )
+            if len(episodes) > 1 and conflict is None and self._over_budget(program, inputs, lm):
                 half = len(episodes) // 2
                 return merge_results(
                     [self._infer_batch(episodes[:half], lm), self._infer_batch(episodes[half:], lm)], mode
@@ -242,7 +260,7 @@ class Writer:
             self.claims.renew(ids)
             try:
                 prediction, spent = run_program(
-                    self.program,
+                    program,
                     lm,
                     inputs,
                     max_attempts=self.config.max_attempts,
@@ -290,11 +308,10 @@ class Writer:
         error = f"the memories the LM read did not hold still ({self.config.max_conflict_retries + 1} tries): {conflict}"
         return self._fail(episodes, scope, mode, lm, usage, error, started)
 
-    def _over_budget(self, inputs: dict[str, Any]) -> bool:
-        """Whether the first LM call for `inputs` would exceed `max_prompt_tokens` (memories shown
-        only to a later call, as in two-step's reconcile, are counted too)."""
-        program = self.program
-        tokens = prompt_tokens(program, inputs)
+    def _over_budget(self, program: Any, inputs: dict[str, Any], lm: Any) -> bool:
+        """Whether the first LM call to `lm` for `inputs` would exceed `max_prompt_tokens` (memories
+        shown only to a later call, as in two-step's reconcile, are counted too)."""
+        tokens = prompt_tokens(program, inputs, lm)
         if "existing_memories" not in program.named_predictors()[0][1].signature.input_fields:
             tokens += count_tokens(
                 json.dumps([memory.model_dump() for memory in inputs["existing_memories"]])
@@ -328,20 +345,6 @@ class Writer:
                 found.setdefault(hit.memory.id, hit.memory)
         chosen = list(found.values())[: max(config.max_candidates, len(include))]
         return {alias: record for alias, record in enumerate(chosen, start=1)}
-
-    def _program_inputs(
-        self, spoken: Sequence[Episode], candidates: Mapping[int, MemoryRecord], scope: Scope, observed: str
-    ) -> dict[str, Any]:
-        from dspy_memory.programs.write import write_inputs
-
-        owner = ", ".join(f"{key}={value}" for key, value in scope.model_dump(exclude_none=True).items())
-        return write_inputs(
-            spoken,
-            candidates,
-            owner=owner,
-            observed_at=from_db(observed),  # type: ignore[arg-type]
-            max_turn_chars=self.config.max_turn_chars,
-        )
 
     def _plan(
         self,

@@ -1,6 +1,10 @@
-"""What the write path costs per message: LM calls and tokens, fused vs two-step.
+"""What the write path costs: prompt tokens for a fixed input, and LM calls and tokens per message,
+for the fused, two-step and compact write programs.
 
-Runs the shipped demo conversation (4 sessions, 19 messages) through `Memory.add` in each write
+First the prompt each program sends for one fixed input, 3 turns and 5 existing memories (from
+the demo conversation), rendered as the write path renders it and counted as its prompt budget
+counts it: with DSPy's chat format (cloud LMs) and with the JSON format local Ollama models are
+called with. Then it runs the shipped demo conversation (4 sessions, 19 messages) through `Memory.add` in each write
 mode with a scripted LM that knows the right facts (`dspy_memory.testing.oracle_write_lm`).
 The prompts are the real prompts and tokens are counted on them with cl100k_base, so prompt
 tokens are what a real LM would be sent; completion tokens are those of the scripted answers
@@ -21,7 +25,79 @@ from typing import Any
 
 from evals.report import RESULTS_DIR, bar_chart, machine, table, write_json
 
-MODES = ("fused", "two_step")
+MODES = ("fused", "two_step", "compact")
+# The LM a fixed-case prompt is rendered for, by adapter: any cloud LM gets the chat format; a
+# local Ollama model the JSON format (see dspy_memory/lm.py adapter_for). Nothing is called.
+ADAPTER_LMS = {"chat": "openai/any-model", "ollama_json": "ollama_chat/llama3.2"}
+
+
+def fixed_case() -> dict[str, Any]:
+    """The write programs' inputs for 3 turns (the start of the demo's second session) and the 5
+    memories the demo's first session leaves (as write_inputs builds them), plus the facts the
+    turns hold (what two-step's second call reads)."""
+    from dspy_memory.demo import load_demo_conversation
+    from dspy_memory.programs.write import write_inputs
+    from dspy_memory.text import content_hash
+    from dspy_memory.timeutil import to_datetime
+    from dspy_memory.types import Episode, MemoryRecord, Scope
+
+    first, second = load_demo_conversation()["sessions"][:2]
+    known = [fact for message in first["messages"] for fact in message.get("facts", [])][:5]
+    memories = {
+        alias: MemoryRecord(
+            id=f"memory-{alias}",
+            content=fact["content"],
+            content_hash=content_hash(fact["content"]),
+            created_at=first["at"],
+            subject=fact.get("subject"),
+            predicate=fact.get("predicate"),
+            valid_at=fact.get("valid_at"),
+        )
+        for alias, fact in enumerate(known, start=1)
+    }
+    said = to_datetime(second["at"])
+    messages = second["messages"][:3]
+    episodes = [
+        Episode(
+            id=f"episode-{index}",
+            source="message",
+            role=message["role"],
+            name=message.get("name"),
+            content=message["content"],
+            occurred_at=said,
+            ingested_at=said,
+        )
+        for index, message in enumerate(messages)
+    ]
+    inputs = write_inputs(episodes, memories, scope=Scope.of("ada"), observed_at=said)
+    return {"inputs": inputs, "facts": [fact for message in messages for fact in message.get("facts", [])]}
+
+
+def fixed_case_prompts() -> dict[str, dict[str, Any]]:
+    """Prompt tokens each program sends for `fixed_case()`, per adapter: {mode: {"calls": n,
+    adapter: tokens}} (two-step: both calls, the second with the facts the first finds)."""
+    from dspy_memory.lm import make_lm, prompt_tokens
+    from dspy_memory.programs import make_write_program
+    from dspy_memory.types import Fact
+
+    case = fixed_case()
+    inputs = case["inputs"]
+    reconcile_inputs = {
+        "new_facts": [Fact(**fact) for fact in case["facts"]],
+        "existing_memories": inputs["existing_memories"],
+        "observed_at": inputs["observed_at"],
+    }
+    sizes: dict[str, dict[str, Any]] = {}
+    for mode in MODES:
+        program = make_write_program(mode)
+        sizes[mode] = {"calls": 2 if mode == "two_step" else 1}
+        for adapter, model in ADAPTER_LMS.items():
+            lm = make_lm(model)
+            tokens = prompt_tokens(program, inputs, lm)
+            if mode == "two_step":
+                tokens += prompt_tokens(program.reconciler, reconcile_inputs, lm)
+            sizes[mode][adapter] = tokens
+    return sizes
 
 
 def run_mode(mode: str, *, embedder: Any, lm: Any, path: str) -> dict[str, Any]:
@@ -85,6 +161,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "machine": machine(),
         "tokenizer": tokenizer_name(),
         "lm": args.lm or "scripted oracle",
+        "fixed_case": fixed_case_prompts(),
         "modes": {},
     }
     with tempfile.TemporaryDirectory() as tmp:
@@ -94,7 +171,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 mode, embedder=args.embedder, lm=lm, path=str(Path(tmp) / f"{mode}.db")
             )
 
-    print(f"Write cost on the demo conversation (LM: {results['lm']}, tokens: {results['tokenizer']})\n")
+    print(f"Prompt tokens for 3 turns + 5 memories (tokens: {results['tokenizer']})\n")
+    print(
+        table(
+            ["mode", "LM calls", "prompt tokens (chat format)", "prompt tokens (Ollama JSON format)"],
+            [
+                [mode, size["calls"], size["chat"], size["ollama_json"]]
+                for mode, size in results["fixed_case"].items()
+            ],
+        )
+    )
+    print(f"\nWrite cost on the demo conversation (LM: {results['lm']}, tokens: {results['tokenizer']})\n")
     rows = []
     for mode, result in results["modes"].items():
         for row in result["sessions"]:

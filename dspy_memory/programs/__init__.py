@@ -9,7 +9,9 @@ from dspy_memory.programs.answer import (
     RewriteQuery,
     SearchPlan,
 )
+from dspy_memory.programs.compact import CompactOp, CompactWriteMemories, CompactWriter
 from dspy_memory.programs.context import CompressMemories, MemoryCompressor
+from dspy_memory.programs.loading import WritePrograms, make_write_program, resolve_write_mode
 from dspy_memory.programs.write import (
     ExtractFacts,
     FactExtractor,
@@ -20,7 +22,6 @@ from dspy_memory.programs.write import (
     Turn,
     TwoStepWriter,
     WriteMemories,
-    make_write_program,
 )
 
 __all__ = [
@@ -31,6 +32,9 @@ __all__ = [
     "QueryRewriter",
     "RewriteQuery",
     "SearchPlan",
+    "CompactOp",
+    "CompactWriteMemories",
+    "CompactWriter",
     "CompressMemories",
     "MemoryCompressor",
     "ExtractFacts",
@@ -42,5 +46,7 @@ __all__ = [
     "Turn",
     "TwoStepWriter",
     "WriteMemories",
+    "WritePrograms",
     "make_write_program",
+    "resolve_write_mode",
 ]

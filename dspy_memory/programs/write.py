@@ -15,7 +15,7 @@ import dspy
 from pydantic import BaseModel, Field
 
 from dspy_memory.text import day
-from dspy_memory.types import Episode, Fact, MemoryRecord, Op
+from dspy_memory.types import Episode, Fact, MemoryRecord, Op, Scope
 
 
 class Turn(BaseModel):
@@ -49,12 +49,15 @@ def write_inputs(
     episodes: Sequence[Episode],
     memories: Mapping[int, MemoryRecord],
     *,
-    owner: str,
+    scope: Scope,
     observed_at: datetime,
     max_turn_chars: int = 4000,
 ) -> dict[str, Any]:
     """The inputs of the write programs: the turns, the existing memories by alias, when it was
-    said (with the weekday, to resolve "last Friday") and who speaks for whom."""
+    said (with the weekday, to resolve "last Friday") and who speaks for whom. Times are shown
+    in UTC, as the turns' are."""
+    observed_at = observed_at.astimezone(timezone.utc)
+    owner = ", ".join(f"{key}={value}" for key, value in scope.model_dump(exclude_none=True).items())
     speakers = sorted(
         {f"{e.name} ({e.role})" if e.name and e.role else (e.name or e.role or "user") for e in episodes}
     )
@@ -241,11 +244,3 @@ class TwoStepWriter(dspy.Module):
             new_facts=facts, existing_memories=existing_memories, observed_at=observed_at
         ).ops
         return dspy.Prediction(ops=ops, facts=facts)
-
-
-def make_write_program(mode: str) -> dspy.Module:
-    if mode == "fused":
-        return FusedWriter()
-    if mode == "two_step":
-        return TwoStepWriter()
-    raise ValueError(f"unknown write mode {mode!r}; choose 'fused' or 'two_step'")
