@@ -2,24 +2,30 @@
 
     python -m evals.extraction --data ../shared/data/locomo/locomo_dev5.json [--lm MODEL]
         [--limit N] [--threads T] [--embedder local|test]
+    dspy-memory eval extraction --lm ollama_chat/llama3.2 --data locomo10.json   (the same, installed)
 
 Built at run time from a LoCoMo file (it may not be copied into the repository): one case per
 session, input = the session's turns with its date, reference = that session's `observation`
 facts for both speakers. Predicted and reference facts are matched one to one by MiniLM cosine
 similarity >= 0.8 (evals/metrics.py); precision, recall and F1 are per session, averaged.
 Without --lm the baseline "every turn is a fact" runs (no LM), which is what raw mode stores.
+Model strings are built by `dspy_memory.lm.make_lm`. Per conversation and overall: precision,
+recall, F1, LM calls, tokens, latency p50/p95 per session and failed calls; written to --out
+(JSON), the same name with .md, and --plot (PNG).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from dspy_memory.lm import lm_name, make_lm, run_program, short_error
 from evals.locomo import DEFAULT_DATA, Conversation, load_locomo
 from evals.metrics import FACT_MATCH_THRESHOLD, match_facts
-from evals.report import RESULTS_DIR, machine, progress, save, table
+from evals.report import RESULTS_DIR, command_line, machine, percentile, progress, save, table
 
 
 def extraction_cases(conversations: list[Conversation]) -> list[dict[str, Any]]:
@@ -62,7 +68,6 @@ def baseline_facts(case: dict[str, Any]) -> list[str]:
 
 
 def run(cases: list[dict[str, Any]], *, lm: Any, embed: Any, threads: int = 1) -> dict[str, Any]:
-    from dspy_memory.lm import run_program
     from dspy_memory.programs import FactExtractor, Turn
 
     module = FactExtractor()
@@ -82,7 +87,7 @@ def run(cases: list[dict[str, Any]], *, lm: Any, embed: Any, threads: int = 1) -
                 prediction, usage = run_program(module, lm, inputs, max_attempts=1)
                 predicted = [fact.content for fact in prediction.facts or []]
             except Exception as exc:  # a failed answer extracts nothing, and says why
-                predicted, error, usage = [], str(exc)[:200], getattr(exc, "usage", None)
+                predicted, error, usage = [], short_error(exc), getattr(exc, "usage", None)
         scores = match_facts(predicted, case["reference"], embed)
         return {
             "id": case["id"],
@@ -97,15 +102,58 @@ def run(cases: list[dict[str, Any]], *, lm: Any, embed: Any, threads: int = 1) -
 
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
         rows = list(progress(pool.map(one, cases), total=len(cases), desc="sessions"))
-    mean = {key: sum(row[key] for row in rows) / max(len(rows), 1) for key in ("precision", "recall", "f1")}
+    by_conversation: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_conversation[row["id"].split("/")[0]].append(row)
     return {
-        "sessions": len(rows),
-        **mean,
+        **summarize(rows),
+        "conversations": {name: summarize(items) for name, items in by_conversation.items()},
         "cases": rows,
-        "lm_calls": sum(r["lm_calls"] for r in rows),
-        "tokens": sum(r["tokens"] for r in rows),
         "threshold": FACT_MATCH_THRESHOLD,
     }
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Means per session of precision, recall and F1; totals of cost; latency per session."""
+    return {
+        "sessions": len(rows),
+        **{key: sum(row[key] for row in rows) / max(len(rows), 1) for key in ("precision", "recall", "f1")},
+        "lm_calls": sum(row["lm_calls"] for row in rows),
+        "tokens": sum(row["tokens"] for row in rows),
+        "latency_ms_p50": percentile([row["seconds"] * 1000 for row in rows], 50),
+        "latency_ms_p95": percentile([row["seconds"] * 1000 for row in rows], 95),
+        "failed": sum(1 for row in rows if row["error"]),
+    }
+
+
+COLUMNS = ["sessions", "precision", "recall", "F1", "LM calls", "tokens", "p50 ms", "p95 ms", "failed"]
+KEYS = [
+    "sessions",
+    "precision",
+    "recall",
+    "f1",
+    "lm_calls",
+    "tokens",
+    "latency_ms_p50",
+    "latency_ms_p95",
+    "failed",
+]
+
+
+def report_text(results: dict[str, Any]) -> str:
+    """What the runner prints and the Markdown report holds: overall, then per conversation."""
+    groups = {"overall": results, **results["conversations"]}
+    return "\n".join(
+        [
+            f"Extraction eval: {results['sessions']} sessions, {results['lm']}, matching by "
+            f"{results['embedder']} cosine >= {FACT_MATCH_THRESHOLD}",
+            "",
+            table(
+                ["conversation", *COLUMNS],
+                [[name, *(group[key] for key in KEYS)] for name, group in groups.items()],
+            ),
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -123,33 +171,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from dspy_memory.embed import make_embedder
 
     cases = extraction_cases(load_locomo(args.data))[: args.limit]
-    lm = None
-    if args.lm:
-        import dspy
-
-        lm = dspy.LM(args.lm)
+    lm = make_lm(args.lm) if args.lm else None
     embedder = make_embedder(args.embedder)
     results = run(cases, lm=lm, embed=embedder.embed, threads=args.threads)
-    results.update(machine=machine(), lm=args.lm or "baseline: every turn is a fact", embedder=embedder.name)
-    print(
-        f"Extraction eval: {results['sessions']} sessions, {results['lm']}, matching by {embedder.name} "
-        f"cosine >= {FACT_MATCH_THRESHOLD}\n"
+    results.update(
+        machine=machine(),
+        lm=lm_name(lm) if lm is not None else "baseline: every turn is a fact",
+        embedder=embedder.name,
     )
-    print(
-        table(
-            ["sessions", "precision", "recall", "F1", "LM calls", "tokens"],
-            [
-                [
-                    results["sessions"],
-                    results["precision"],
-                    results["recall"],
-                    results["f1"],
-                    results["lm_calls"],
-                    results["tokens"],
-                ]
-            ],
-        )
-    )
+    text = report_text(results)
+    print(text)
     save(
         results,
         out=args.out,
@@ -158,6 +189,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         series={results["lm"]: [results[k] for k in ("precision", "recall", "f1")]},
         title="Fact extraction against LoCoMo observations",
         ylabel="mean per session",
+        text=text,
+        command=command_line("evals.extraction", argv),
     )
     return results
 

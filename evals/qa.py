@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dspy_memory import Memory
-from dspy_memory.lm import lm_name, make_lm, short_error
+from dspy_memory.lm import lm_name, make_lm, run_program, short_error
 from evals.locomo import CATEGORY_NAMES, DEFAULT_DATA, Conversation, load_locomo
 from evals.locomo_retrieval import index_conversation
 from evals.metrics import locomo_f1
@@ -62,7 +62,6 @@ def answer_all(
     budget: int = 1500,
     threads: int = 1,
 ) -> list[dict[str, Any]]:
-    from dspy_memory.lm import run_program
     from dspy_memory.programs import AnswerJudge
 
     work = [
