@@ -24,7 +24,7 @@ from dspy_memory.errors import (
     WriteConflictError,
     WriteProgramError,
 )
-from dspy_memory.lm import LocalModels, local
+from dspy_memory.lm import LocalModels, local, make_lm
 from dspy_memory.memory import Memory
 from dspy_memory.planner import MemoryTool
 from dspy_memory.retrieval import RECIPES, Recipe
@@ -112,5 +112,6 @@ __all__ = [
     "WriteConfig",
     "WriteProgramError",
     "local",
+    "make_lm",
     "make_embedder",
 ]

@@ -4,6 +4,7 @@ retries and cost accounting, and the fully local Ollama set-up."""
 from __future__ import annotations
 
 import contextvars
+import logging
 import sys
 import threading
 from dataclasses import dataclass
@@ -18,9 +19,29 @@ def resolve_lm(lm: Any) -> Any:
     "ollama_chat/llama3.2" built by `make_lm`), else the one set with dspy.configure(lm=...),
     else None."""
     if lm is not None:
-        return make_lm(lm) if isinstance(lm, str) else lm
+        return make_lm(lm) if isinstance(lm, str) else _checked(lm)
     dspy = sys.modules.get("dspy")  # a program that never imported dspy configured no LM
-    return None if dspy is None else dspy.settings.lm
+    return None if dspy is None else _checked(dspy.settings.lm)
+
+
+_warned_lms: set[int] = set()
+
+
+def _checked(lm: Any) -> Any:
+    """`lm`, after saying once when it is an Ollama model on the OpenAI-compatible route: that
+    route sends no context window, so older Ollama versions cut prompts at 2,048 tokens."""
+    from dspy_memory.ollama import is_native_ollama
+
+    model = str(getattr(lm, "model", "") or "")
+    if model.startswith("ollama") and not is_native_ollama(lm) and id(lm) not in _warned_lms:
+        _warned_lms.add(id(lm))
+        logging.getLogger("dspy_memory").warning(
+            "%s talks to Ollama's OpenAI-compatible route, which sends no num_ctx and no output "
+            "schema; build it with dspy_memory.make_lm(%r) or dspy_memory.local() instead",
+            model,
+            model,
+        )
+    return lm
 
 
 def make_lm(model: str, api_base: str | None = None, *, num_ctx: int | None = None) -> Any:

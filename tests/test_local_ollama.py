@@ -219,3 +219,17 @@ def test_the_context_window_can_come_from_the_environment(db_path, monkeypatch, 
     assert [body["options"]["num_ctx"] for body in chats(requests)] == [4096, 16384]
     with pytest.raises(ValueError, match="lm_num_ctx"):
         MemoryConfig.from_env({"DSPY_MEMORY_LM_NUM_CTX": "100"})
+
+
+def test_an_ollama_lm_on_the_openai_compatible_route_is_named_once(db_path, caplog):
+    import dspy
+
+    lm = dspy.LM("ollama_chat/llama3.2", api_base="http://localhost:11434/v1", cache=False)
+    with Memory(db_path, embedder="test", lm=lm) as memory, caplog.at_level("WARNING", "dspy_memory"):
+        memory._lm_for(None)
+        memory._lm_for(None)
+        native = make_lm("ollama_chat/llama3.2", "http://localhost:11434")
+        with dspy.context(lm=native), Memory(db_path, embedder="test") as configured:
+            assert configured._lm_for(None) is native  # the native route: nothing to say
+    warnings = [r.getMessage() for r in caplog.records if "OpenAI-compatible" in r.getMessage()]
+    assert len(warnings) == 1 and "dspy_memory.make_lm('ollama_chat/llama3.2')" in warnings[0]
