@@ -203,14 +203,13 @@ class PlanApplier:
         return new_id
 
     def _update(self, p: PlannedOp, target: MemoryRecord, batch: _Batch) -> None:
-        changes: dict[str, Any] = {
-            "content": p.content,
-            "content_hash": p.content_hash,
-            "kind": p.op.kind,
-            "confidence": p.op.confidence,
-            "importance": p.op.importance,
-        }
-        # What the LM left out stays as it was (a refinement keeps when the fact became true).
+        changes: dict[str, Any] = {"content": p.content, "content_hash": p.content_hash}
+        # What the LM left out stays as it was (a refinement keeps when the fact became true,
+        # how sure we are of it and how much it matters).
+        given = p.op.model_fields_set
+        changes.update(
+            {key: getattr(p.op, key) for key in ("kind", "confidence", "importance") if key in given}
+        )
         optional = {
             "subject_id": batch.entity(p.op.subject),
             "object_id": batch.entity(p.op.object),

@@ -66,7 +66,7 @@ class WriteConfig(BaseModel):
     # reconcile (two calls; the second is skipped when there is nothing to compare with);
     # "compact": the fused job in a prompt under 1,000 tokens for 3 turns and 5 memories, for
     # small local models; "auto": compact with a local Ollama model, fused with any other.
-    mode: Literal["fused", "two_step", "compact", "auto"] = "fused"
+    mode: Literal["fused", "two_step", "compact", "auto"] = "auto"
     # Existing memories shown to the LM: the top `candidates_per_message` of a hybrid search
     # per message (the latest `max_candidate_queries` messages), at most `max_candidates`.
     candidates_per_message: int = Field(5, ge=0)

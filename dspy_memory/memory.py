@@ -175,7 +175,7 @@ class Memory:
         episodes = self._writer.persist(messages, scope, metadata=metadata, at=at, infer=lm is not None)
         if background:
             self._background.submit(episodes, lm)
-            mode = self.config.write.mode if lm is not None else "raw"
+            mode = self._writer.mode_for(lm) if lm is not None else "raw"
             return AddResult(episodes=episodes, mode=mode, queued=True)
         return self._writer.process(episodes, lm)
 

@@ -258,7 +258,7 @@ class EntityEdges(BaseModel):
 
 
 WriteAction = Literal["ADD", "UPDATE", "INVALIDATE", "DELETE", "NOOP"]
-WriteMode = Literal["raw", "fused", "two_step"]
+WriteMode = Literal["raw", "fused", "two_step", "compact"]
 FactKind = Literal["fact", "preference", "event", "procedure", "profile", "note"]
 
 # Words LMs use for our actions; anything else fails validation and the answer is retried.

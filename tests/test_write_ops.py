@@ -199,3 +199,30 @@ def test_the_lm_set_with_dspy_configure_is_used(db_path):
         result = memory.add("Ada: tea please", user_id="ada")
         assert result.mode == "fused" and [m.content for m in result.memories] == ["Ada likes tea."]
         assert memory.add("Ada: raw", user_id="ada", infer=False).mode == "raw"
+
+
+def test_update_keeps_what_the_lm_left_out(db_path):
+    """A refinement that names only the new content keeps the memory's kind, confidence and
+    importance (the compact program never sends them; a fused answer may leave them out)."""
+
+    def refine(turns, existing):
+        if not existing:
+            return [
+                {
+                    "action": "ADD",
+                    "content": "Ada likes cheddar cheese.",
+                    "subject": "Ada",
+                    "kind": "preference",
+                    "confidence": 0.7,
+                    "importance": 0.9,
+                }
+            ]
+        return [{"action": "UPDATE", "target": 1, "content": "Ada likes cheddar and brie cheese."}]
+
+    with Memory(db_path, embedder=HashEmbedder(64), lm=fused_lm(refine)) as memory:
+        memory.add("Ada: I like cheddar cheese.", user_id="ada")
+        result = memory.add("Ada: cheddar, and brie too.", user_id="ada")
+        assert [op.action for op in result.ops] == ["UPDATE"]
+        [after] = [m for m in memory.get_all(user_id="ada") if m.kind != "turn"]
+        assert (after.version, after.content) == (2, "Ada likes cheddar and brie cheese.")
+        assert (after.kind, after.confidence, after.importance) == ("preference", 0.7, 0.9)
