@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from dspy_memory.context import ContextBuilder
 from dspy_memory.lm import run_program
 from dspy_memory.plan import lm_date
+from dspy_memory.retrieval import reciprocal_rank
 from dspy_memory.text import day
 from dspy_memory.timeutil import TimeLike, to_datetime, utcnow
 from dspy_memory.types import Answer, Hit, LMUsage, Scope
@@ -86,14 +87,14 @@ def _distinct(queries: Sequence[str]) -> list[str]:
 
 def fuse_rankings(rankings: Sequence[Sequence[Hit]], *, rrf_k: float) -> list[Hit]:
     """Hits of several searches in one list, by reciprocal rank fusion: a memory scores
-    sum((rrf_k + 1) / (rrf_k + rank)) over the searches that found it (the retriever's formula,
+    the sum of its `reciprocal_rank` over the searches that found it (the retriever's formula,
     so one search's top hit counts as much as in a single search). Each memory keeps its
     best-scored hit, so the context's relevance floor still compares search scores."""
     fused: dict[str, float] = {}
     best: dict[str, Hit] = {}
     for ranking in rankings:
         for rank, hit in enumerate(ranking, start=1):
-            fused[hit.id] = fused.get(hit.id, 0.0) + (rrf_k + 1) / (rrf_k + rank)
+            fused[hit.id] = fused.get(hit.id, 0.0) + reciprocal_rank(rank, rrf_k)
             if hit.id not in best or hit.score > best[hit.id].score:
                 best[hit.id] = hit
     return sorted(best.values(), key=lambda hit: (fused[hit.id], hit.score), reverse=True)

@@ -456,8 +456,10 @@ class Memory:
         rewrite: bool = False,
         today: TimeLike | None = None,
     ) -> Answer:
-        """Answer a question from memory with the LM: `context()` for it (optionally planned by
-        `RewriteQuery` into searches and a past date), then `AnswerFromMemory`. 1-2 LM calls."""
+        """Answer a question from memory with the LM: `context()` for it, then
+        `AnswerFromMemory`. With rewrite=True, `RewriteQuery` first plans searches and a past
+        date; the question and each planned query are searched apart and fused by reciprocal
+        rank into the context. 1-2 LM calls."""
         from dspy_memory.answering import answer_question
 
         return answer_question(

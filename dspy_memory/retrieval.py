@@ -57,6 +57,11 @@ def resolve_recipe(recipe: str | Recipe) -> Recipe:
         raise InvalidInputError(f"unknown recipe {shown(recipe)}; choose from {sorted(RECIPES)}") from None
 
 
+def reciprocal_rank(rank: int, rrf_k: float) -> float:
+    """A hit's share in reciprocal rank fusion, scaled so that a first place scores 1."""
+    return (rrf_k + 1) / (rrf_k + rank)
+
+
 def recency(age_days: float, half_life_days: float) -> float:
     """1.0 for a memory from the reference time (or later), halving every `half_life_days`."""
     return 1.0 if age_days <= 0 else math.pow(0.5, age_days / half_life_days)
@@ -200,10 +205,10 @@ class Retriever:
         if config.fusion == "rrf":
 
             def dense_part(d: dict[str, Any]) -> float:
-                return (config.rrf_k + 1) / (config.rrf_k + d["dense_rank"])
+                return reciprocal_rank(d["dense_rank"], config.rrf_k)
 
             def keyword_part(d: dict[str, Any]) -> float:
-                return (config.rrf_k + 1) / (config.rrf_k + d["keyword_rank"])
+                return reciprocal_rank(d["keyword_rank"], config.rrf_k)
         else:
             sims = [candidate.score for candidate in dense]
             low, spread = (min(sims), max(sims) - min(sims)) if sims else (0.0, 0.0)
