@@ -38,9 +38,11 @@ score: that is a property of this learner, not of the optimizer (a real LM reads
 from __future__ import annotations
 
 import calendar
+import functools
 import json
 import re
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
@@ -60,6 +62,10 @@ class Demonstration:
     inputs: dict[str, Any]
     outputs: dict[str, Any]
 
+    @functools.cached_property
+    def input_words(self) -> set[str]:
+        return words(self.inputs)
+
 
 # -- reading the prompt ------------------------------------------------------------------------
 
@@ -67,15 +73,25 @@ class Demonstration:
 def demonstrations(system: str, messages: list[tuple[str, str]], call: LMCall) -> list[Demonstration]:
     """The (user, assistant) pairs before the final user message that carry every input and
     output field of the current signature."""
-    found = []
-    for (role, text), (next_role, answer) in zip(messages[:-1], messages[1:-1]):
-        if role != "user" or next_role != "assistant":
-            continue
-        inputs = parse_call(system, [("user", text)]).inputs
-        outputs = _outputs(answer, call.output_fields)
-        if set(call.input_fields) <= set(inputs) and set(call.output_fields) <= set(outputs):
-            found.append(Demonstration(inputs, outputs))
-    return found
+    pairs = zip(messages[:-1], messages[1:-1])
+    found = [
+        _demonstration(system, text, answer, tuple(call.input_fields), tuple(call.output_fields))
+        for (role, text), (next_role, answer) in pairs
+        if role == "user" and next_role == "assistant"
+    ]
+    return [demo for demo in found if demo is not None]
+
+
+# Optimizers send the same demos thousands of times; reading one is the learner's main cost.
+@functools.lru_cache(maxsize=4096)
+def _demonstration(
+    system: str, text: str, answer: str, input_fields: tuple[str, ...], output_fields: tuple[str, ...]
+) -> Demonstration | None:
+    inputs = parse_call(system, [("user", text)]).inputs
+    outputs = _outputs(answer, list(output_fields))
+    if set(input_fields) <= set(inputs) and set(output_fields) <= set(outputs):
+        return Demonstration(inputs, outputs)
+    return None
 
 
 def _outputs(text: str, names: list[str]) -> dict[str, Any]:
@@ -112,7 +128,7 @@ def nearest(inputs: dict[str, Any], demos: list[Demonstration]) -> Demonstration
     mine = words(inputs)
     best, best_score = None, 0.0
     for demo in demos:
-        theirs = words(demo.inputs)
+        theirs = demo.input_words
         union = mine | theirs
         score = len(mine & theirs) / len(union) if union else 0.0
         if score > best_score:
@@ -329,11 +345,13 @@ def reflection(prompt: str) -> str:
 
 class LearnerEngine(ScriptedEngine):
     """The engine of `learner_lm`: ScriptedEngine's parsing and token counting, with the request's
-    demonstrations handed to the answer."""
+    demonstrations handed to the answer. `rules(call)`, when given, answers first (None: it does
+    not know that signature)."""
 
-    def __init__(self) -> None:
+    def __init__(self, rules: Callable[[LMCall], Mapping[str, Any] | None] | None = None) -> None:
         super().__init__(responder=self._respond)
         self._request = threading.local()
+        self.rules = rules
 
     def complete(self, request: Any) -> Any:
         self._request.system = request.system if isinstance(request.system, str) else ""
@@ -342,14 +360,22 @@ class LearnerEngine(ScriptedEngine):
 
     def _respond(self, call: LMCall) -> Any:
         system, messages = self._request.system, self._request.messages
+        ruled = self.rules(call) if self.rules is not None else None
+        if ruled is not None:
+            return ruled
         if not call.output_fields:
             return reflection(call.prompt)
         return answer(call, demonstrations(system, messages, call), system)
 
 
-def learner_lm(model: str = "learner/student") -> Any:
-    """A `dspy.LM` answering as described in this module; `lm.engine.calls` lists its calls."""
+def learner_lm(
+    model: str = "learner/student", *, rules: Callable[[LMCall], Mapping[str, Any] | None] | None = None
+) -> Any:
+    """A `dspy.LM` answering as described in this module; `lm.engine.calls` lists its calls.
+
+    With `rules` it is a rule-based teacher for offline runs: the rules answer the signatures
+    they know, the learner's behaviour covers the rest (proposers, reflection)."""
     import dspy
 
-    engine = LearnerEngine()
+    engine = LearnerEngine(rules)
     return dspy.LM(model, engine=engine, async_engine=_AsyncScriptedEngine(engine), cache=False)

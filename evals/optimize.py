@@ -1,6 +1,6 @@
 """Compile a memory program with a DSPy optimizer against its eval set and metric.
 
-    python -m evals.optimize reconcile --optimizer bootstrap --lm ollama_chat/llama3.2 \\
+    python -m evals.optimize reconcile --optimizer mipro --lm ollama_chat/llama3.2 \\
         --teacher-lm openai/gpt-4o-mini --out programs/reconcile.json
 
 Programs and what they are compiled against:
@@ -9,19 +9,42 @@ Programs and what they are compiled against:
   extract    ExtractFacts on LoCoMo sessions (fact F1 against the observations, MiniLM matching)
   answer     AnswerFromMemory on LoCoMo questions 1-4 with memory contexts (official F1)
   query      RewriteQuery on the temporal scenarios (does the plan ask about the right date?)
-Optimizers: bootstrap (BootstrapFewShot), mipro (MIPROv2), gepa (GEPA, with textual feedback
-from the metric), simba (SIMBA). The data is split into train and dev (stratified where a
-category exists) unless --val gives a dev file. Prints the dev score before and after, and saves
-the compiled program; `Memory(path, programs="programs/")` loads it (see programs_in_use).
+Optimizers: bootstrap (BootstrapFewShot), mipro (MIPROv2, light), gepa (GEPA, light, with
+textual feedback from the metric), simba (SIMBA).
+
+Splits: the optimizer compiles on train; MIPROv2 and GEPA choose among their candidates on dev
+(never on train); test is only reported. reconcile and write are split by the set's template
+families, extract and answer by conversation, query by scenario: no wording, conversation or
+scenario is in two parts. --val (and --test) give separate files instead; all of --train is
+then train.
+
+Roles: --lm runs the program (the student). --teacher-lm, when given, is the teacher that
+bootstraps demos (teacher_settings of BootstrapFewShot, MIPROv2 and SIMBA) and the proposer
+that writes instructions (MIPROv2's prompt model, SIMBA's rules); without it the student does
+both. --reflection-lm is GEPA's reflection model (default: the teacher, else the student).
+
+Prints dev and test scores before and after and the compile's cost (LM calls and prompt and
+completion tokens per role, wall time), saves the compiled program to --out and the numbers
+next to it (NAME.optimize.json); `Memory(path, programs="programs/")` loads the program (see
+programs_in_use).
 """
 
 from __future__ import annotations
 
 import argparse
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
-from evals.tasks import TASK_NAMES, Task, get_task, shuffle_split
+from dspy.utils.callback import BaseCallback
+from dspy.utils.usage_tracker import UsageTracker
+
+from evals.report import machine, table, write_json
+from evals.tasks import TASK_NAMES, Task, get_task, split_examples
+
+OPTIMIZERS = ("bootstrap", "mipro", "gepa", "simba")
+ROLES = ("student", "teacher", "proposer", "reflection")
 
 
 def evaluate(program: Any, examples: list[Any], lm: Any, *, metric: Any = None, threads: int = 1) -> float:
@@ -37,112 +60,234 @@ def evaluate(program: Any, examples: list[Any], lm: Any, *, metric: Any = None, 
         return float(evaluation(program).score)
 
 
+def scores(
+    program: Any, splits: dict[str, list[Any]], lm: Any, *, metric: Any, threads: int = 1
+) -> dict[str, float | None]:
+    """`program`'s score on the dev and test splits (None for an empty one)."""
+    return {
+        part: evaluate(program, splits[part], lm, metric=metric, threads=threads)
+        if splits.get(part)
+        else None
+        for part in ("dev", "test")
+    }
+
+
+class CostMeter(UsageTracker):
+    """LM calls and tokens per role while it is DSPy's usage tracker.
+
+    `tag(lm, role)` returns a copy of `lm` whose calls count for `role`: a callback on the copy
+    names the role while a call runs (copies an optimizer makes keep the callback), and DSPy
+    reports the call's usage here from the same thread. DSPy gives each worker thread a deep
+    copy of the tracker; this one hands out itself, so no thread's calls are lost. Calls are
+    counted when they start (cache hits included); tokens are what the LM reported.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._current = threading.local()
+        self.roles: dict[str, dict[str, int]] = {}
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> CostMeter:
+        return self
+
+    def tag(self, lm: Any, role: str) -> Any:
+        tagged = lm.copy()
+        tagged.callbacks = [*tagged.callbacks, _RoleCallback(self, role)]
+        return tagged
+
+    def _count(self, role: str, **amounts: int) -> None:
+        with self._lock:
+            counts = self.roles.setdefault(role, {"lm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
+            for key, amount in amounts.items():
+                counts[key] += amount
+
+    def add_usage(self, lm: str, usage_entry: dict[str, Any]) -> None:
+        super().add_usage(lm, usage_entry)
+        self._count(
+            getattr(self._current, "role", None) or "untagged",
+            prompt_tokens=int(usage_entry.get("prompt_tokens") or 0),
+            completion_tokens=int(usage_entry.get("completion_tokens") or 0),
+        )
+
+    def summary(self) -> dict[str, dict[str, int]]:
+        roles = {role: dict(self.roles[role]) for role in [*ROLES, *sorted(self.roles)] if role in self.roles}
+        roles["total"] = {
+            key: sum(counts[key] for counts in self.roles.values())
+            for key in ("lm_calls", "prompt_tokens", "completion_tokens")
+        }
+        return roles
+
+
+class _RoleCallback(BaseCallback):
+    def __init__(self, meter: CostMeter, role: str) -> None:
+        self.meter, self.role = meter, role
+
+    def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+        self.meter._current.role = self.role
+        self.meter._count(self.role, lm_calls=1)
+
+    def on_lm_end(self, call_id: str, outputs: Any, exception: BaseException | None = None) -> None:
+        self.meter._current.role = None
+
+
 def compile_program(
     task: Task,
     optimizer: str,
     trainset: list[Any],
+    valset: list[Any],
     *,
     lm: Any,
     teacher_lm: Any = None,
     reflection_lm: Any = None,
+    meter: CostMeter | None = None,
+    labeled_demos: int = 8,
     threads: int = 1,
     seed: int = 0,
 ) -> Any:
+    """`task`'s program compiled by `optimizer` on `trainset` (MIPROv2 and GEPA select on
+    `valset`); every LM's calls are counted by role in `meter`."""
     import dspy
 
-    student = task.make_program()
-    with dspy.context(lm=lm):
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+    if optimizer in ("mipro", "gepa") and not valset:
+        raise ValueError(f"{optimizer} needs a dev set to select on; the split gave none")
+    meter = meter or CostMeter()
+    student = meter.tag(lm, "student")
+    teacher = meter.tag(teacher_lm, "teacher") if teacher_lm is not None else None
+    proposer = meter.tag(teacher_lm if teacher_lm is not None else lm, "proposer")
+    teacher_settings = {"lm": teacher} if teacher is not None else None
+    program = task.make_program()
+    with dspy.context(lm=student, usage_tracker=meter):
         if optimizer == "bootstrap":
-            teleprompter = dspy.BootstrapFewShot(
+            return dspy.BootstrapFewShot(
                 metric=task.metric,
-                teacher_settings={"lm": teacher_lm} if teacher_lm is not None else None,
+                teacher_settings=teacher_settings,
                 max_bootstrapped_demos=4,
-                max_labeled_demos=0,
-            )
-            return teleprompter.compile(student, trainset=trainset)
+                max_labeled_demos=labeled_demos,
+            ).compile(program, trainset=trainset)
         if optimizer == "mipro":
-            teleprompter = dspy.MIPROv2(
+            return dspy.MIPROv2(
                 metric=task.metric,
-                prompt_model=teacher_lm or lm,
-                task_model=lm,
+                prompt_model=proposer,
+                task_model=student,
+                teacher_settings=teacher_settings,
+                max_bootstrapped_demos=4,
+                max_labeled_demos=labeled_demos,
                 auto="light",
                 num_threads=threads,
                 seed=seed,
-            )
-            return teleprompter.compile(student, trainset=trainset, requires_permission_to_run=False)
+            ).compile(program, trainset=trainset, valset=valset)
         if optimizer == "gepa":
-            teleprompter = dspy.GEPA(
-                metric=task.feedback,
-                auto="light",
-                reflection_lm=reflection_lm or teacher_lm or lm,
-                num_threads=threads,
-                seed=seed,
-            )
-            return teleprompter.compile(student, trainset=trainset, valset=trainset)
-        if optimizer == "simba":
-            teleprompter = dspy.SIMBA(
-                metric=task.metric,
-                max_steps=4,
-                max_demos=4,
-                num_threads=threads,
-                bsize=min(32, len(trainset)),
-            )
-            return teleprompter.compile(student, trainset=trainset, seed=seed)
-    raise ValueError(f"unknown optimizer {optimizer!r}; choose bootstrap, mipro, gepa or simba")
-
-
-def split(
-    cases: list[dict[str, Any]], *, dev_share: float, seed: int
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """A stratified split of reconcile cases: every category in both parts."""
-    import dspy
-
-    wrapped = [dspy.Example(case=case, category=case["category"]) for case in cases]
-    train, dev = shuffle_split(wrapped, dev_share=dev_share, seed=seed, key="category")
-    return [item.case for item in train], [item.case for item in dev]
+            reflection = meter.tag(reflection_lm or teacher_lm or lm, "reflection")
+            return dspy.GEPA(
+                metric=task.feedback, auto="light", reflection_lm=reflection, num_threads=threads, seed=seed
+            ).compile(program, trainset=trainset, valset=valset)
+        return dspy.SIMBA(
+            metric=task.metric,
+            max_steps=4,
+            max_demos=4,
+            prompt_model=proposer,
+            teacher_settings=teacher_settings,
+            num_threads=threads,
+            bsize=min(32, len(trainset)),
+        ).compile(program, trainset=trainset, seed=seed)
 
 
 def run(
     name: str,
     optimizer: str,
-    trainset: list[Any],
-    devset: list[Any],
+    splits: dict[str, list[Any]],
     *,
     lm: Any,
     teacher_lm: Any = None,
     reflection_lm: Any = None,
+    labeled_demos: int = 8,
     threads: int = 1,
     seed: int = 0,
-    out: str | Path,
+    out: str | Path | None = None,
     embedder: Any = "local",
+    before: dict[str, float | None] | None = None,
+    quiet: bool = False,
 ) -> dict[str, Any]:
+    """Compile on splits["train"] (selecting on splits["dev"]); score dev and test before and
+    after; save the program to `out` and the numbers to NAME.optimize.json beside it. `before`
+    passes the uncompiled program's {"dev": score, "test": score} when they are already known
+    (they do not depend on the optimizer), saving their LM calls."""
     task = get_task(name, embedder=embedder)
-    before = evaluate(task.make_program(), devset, lm, metric=task.metric, threads=threads)
-    print(f"{name}: dev score before {optimizer}: {before:.1f} ({len(devset)} dev, {len(trainset)} train)")
+    say = (lambda *_: None) if quiet else print
+    parts = {part: splits.get(part) or [] for part in ("train", "dev", "test")}
+
+    sizes = ", ".join(f"{len(items)} {part}" for part, items in parts.items())
+    say(f"{name}: {optimizer} on {sizes}")
+    before = before or scores(task.make_program(), parts, lm, metric=task.metric, threads=threads)
+    meter = CostMeter()
+    start = time.perf_counter()
     compiled = compile_program(
         task,
         optimizer,
-        trainset,
+        parts["train"],
+        parts["dev"],
         lm=lm,
         teacher_lm=teacher_lm,
         reflection_lm=reflection_lm,
+        meter=meter,
+        labeled_demos=labeled_demos,
         threads=threads,
         seed=seed,
     )
-    after = evaluate(compiled, devset, lm, metric=task.metric, threads=threads)
-    print(f"{name}: dev score after {optimizer}: {after:.1f}")
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    compiled.save(str(out))
-    print(f"saved {out}; load it with Memory(path, programs={str(out.parent)!r})")
-    return {
+    seconds = time.perf_counter() - start
+    after = scores(compiled, parts, lm, metric=task.metric, threads=threads)
+    result = {
         "program": name,
         "optimizer": optimizer,
-        "before": before,
-        "after": after,
-        "out": str(out),
-        "compiled": compiled,
+        "lm": _name(lm),
+        "teacher_lm": _name(teacher_lm),
+        "reflection_lm": _name(reflection_lm),
+        "sizes": {part: len(items) for part, items in parts.items()},
+        "dev_before": before["dev"],
+        "dev_after": after["dev"],
+        "test_before": before["test"],
+        "test_after": after["test"],
+        "compile_seconds": seconds,
+        "cost": meter.summary(),
+        "demos": {key: len(predictor.demos) for key, predictor in compiled.named_predictors()},
+        "machine": machine(),
     }
+    say(_report(result))
+    if out is not None:
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        compiled.save(str(out))
+        numbers = write_json(out.with_name(out.stem + ".optimize.json"), result)
+        result["out"] = str(out)
+        say(f"saved {out} and {numbers}; load it with Memory(path, programs={str(out.parent)!r})")
+    return {**result, "compiled": compiled}
+
+
+def _name(lm: Any) -> str | None:
+    return None if lm is None else str(getattr(lm, "model", type(lm).__name__))
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _report(result: dict[str, Any]) -> str:
+    lines = [
+        f"dev {_score(result['dev_before'])} -> {_score(result['dev_after'])}, "
+        f"test {_score(result['test_before'])} -> {_score(result['test_after'])}; "
+        f"compile {result['compile_seconds']:.1f} s; demos {result['demos']}",
+        table(
+            ["role", "LM calls", "prompt tokens", "completion tokens"],
+            [
+                [role, counts["lm_calls"], counts["prompt_tokens"], counts["completion_tokens"]]
+                for role, counts in result["cost"].items()
+            ],
+        ),
+    ]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -150,42 +295,49 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("program", choices=TASK_NAMES)
-    parser.add_argument("--optimizer", choices=("bootstrap", "mipro", "gepa", "simba"), default="bootstrap")
-    parser.add_argument("--lm", required=True, help="DSPy model string of the model the program runs on")
+    parser.add_argument("--optimizer", choices=OPTIMIZERS, default="bootstrap")
+    parser.add_argument("--lm", required=True, help="model string of the model the program runs on")
     parser.add_argument(
-        "--teacher-lm", default=None, help="a stronger model for demos / instruction proposals"
+        "--teacher-lm", default=None, help="a stronger model: bootstraps demos, proposes instructions"
     )
     parser.add_argument(
         "--reflection-lm", default=None, help="GEPA's reflection model (default: the teacher)"
     )
     parser.add_argument("--train", default=None, help="training data (default: the program's eval set)")
-    parser.add_argument("--val", default=None, help="a separate dev file (default: 30%% of --train)")
+    parser.add_argument("--val", default=None, help="a separate dev file (default: the dev split of --train)")
+    parser.add_argument("--test", default=None, help="a separate test file (with --val; default: none)")
     parser.add_argument("--embedder", default="local", help="for extract (matching) and answer (contexts)")
-    parser.add_argument("--limit", type=int, default=None, help="use only the first N examples of --train")
+    parser.add_argument("--limit", type=int, default=None, help="use only the first N examples of each split")
+    parser.add_argument("--labeled-demos", type=int, default=8, help="labeled demos per predictor (max)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--out", required=True, help="where to save the compiled program, e.g. programs/NAME.json"
     )
     args = parser.parse_args(argv)
-    import dspy
+    from dspy_memory.lm import make_lm
 
     task = get_task(args.program, embedder=args.embedder)
-    examples = task.examples(args.train or task.default_data, args.embedder)[: args.limit]
+    examples = task.examples(args.train or task.default_data, args.embedder)
     if args.val:
-        trainset, devset = examples, task.examples(args.val, args.embedder)
+        splits = {
+            "train": examples,
+            "dev": task.examples(args.val, args.embedder),
+            "test": task.examples(args.test, args.embedder) if args.test else [],
+        }
     else:
-        trainset, devset = shuffle_split(examples, dev_share=0.3, seed=args.seed, key="category")
+        splits = split_examples(examples, seed=args.seed)
+    splits = {part: items[: args.limit] for part, items in splits.items()}
     if Path(args.out).name != task.file:
         print(f"note: Memory(programs=...) looks for {task.file}; save it under that name to have it loaded")
     return run(
         args.program,
         args.optimizer,
-        trainset,
-        devset,
-        lm=dspy.LM(args.lm),
-        teacher_lm=dspy.LM(args.teacher_lm) if args.teacher_lm else None,
-        reflection_lm=dspy.LM(args.reflection_lm) if args.reflection_lm else None,
+        splits,
+        lm=make_lm(args.lm),
+        teacher_lm=make_lm(args.teacher_lm) if args.teacher_lm else None,
+        reflection_lm=make_lm(args.reflection_lm) if args.reflection_lm else None,
+        labeled_demos=args.labeled_demos,
         threads=args.threads,
         seed=args.seed,
         out=args.out,

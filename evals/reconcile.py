@@ -1,9 +1,11 @@
 """The reconcile eval: does the program decide the right operations?
 
-    python -m evals.reconcile [--program reconcile|write] [--lm MODEL] [--limit N] [--threads T]
+    python -m evals.reconcile [--program reconcile|write] [--split train|dev|test] [--lm MODEL]
+        [--limit N] [--threads T]
 
-Cases come from evals/data/reconcile.jsonl (160, ten situations; `python -m
-evals.data.make_reconcile` rebuilds it). `reconcile` runs ReconcileFacts on the new facts;
+Cases come from evals/data/reconcile.jsonl (ten situations, 30+ hand-written template families
+each; `python -m evals.data.make_reconcile` rebuilds it). Every case names its `family` and the
+`split` (train, dev or test) its family is in. `reconcile` runs ReconcileFacts on the new facts;
 `write` runs the fused WriteMemories on the turns. Scores: op accuracy (exact match of the
 (action, alias) multiset), op F1 and action F1 (evals/metrics.py), per category. Without --lm a
 scripted oracle (`dspy_memory.testing.oracle_decisions`) answers, which checks the harness, not
@@ -27,14 +29,25 @@ from evals.tasks import ops_metric as score  # noqa: F401 - the metric DSPy opti
 DATA = Path(__file__).resolve().parent / "data" / "reconcile.jsonl"
 
 
-def load_cases(path: str | Path = DATA, *, limit: int | None = None) -> list[dict[str, Any]]:
+SPLITS = ("train", "dev", "test")
+
+
+def load_cases(
+    path: str | Path = DATA, *, split: str | None = None, limit: int | None = None
+) -> list[dict[str, Any]]:
+    """The cases of the set (or of one `split`: its template families are in no other split)."""
+    if split is not None and split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
     with open(path, encoding="utf-8") as handle:
         cases = [json.loads(line) for line in handle if line.strip()]
+    if split is not None:
+        cases = [case for case in cases if case.get("split") == split]
     return cases[:limit] if limit else cases
 
 
 def as_examples(cases: list[dict[str, Any]], program: str) -> list[Any]:
-    """dspy.Examples for the chosen program, with the expected operations as the label."""
+    """dspy.Examples for the chosen program; the label is `ops`, the program's output field, so
+    a labeled example is also a complete demonstration."""
     import dspy
 
     from dspy_memory.programs import KnownMemory, Turn
@@ -43,13 +56,18 @@ def as_examples(cases: list[dict[str, Any]], program: str) -> list[Any]:
     examples = []
     for case in cases:
         existing = [KnownMemory(**memory) for memory in case["existing_memories"]]
+        about = {
+            "ops": case["expected_ops"],
+            "category": case["category"],
+            "group": case.get("family", case["category"]),
+            "split": case.get("split"),
+        }
         if program == "reconcile":
             example = dspy.Example(
                 new_facts=[Fact(**fact) for fact in case["new_facts"]],
                 existing_memories=existing,
                 observed_at=case["observed_at"],
-                expected_ops=case["expected_ops"],
-                category=case["category"],
+                **about,
             ).with_inputs("new_facts", "existing_memories", "observed_at")
         else:
             example = dspy.Example(
@@ -57,16 +75,16 @@ def as_examples(cases: list[dict[str, Any]], program: str) -> list[Any]:
                 observed_at=case["observed_at"],
                 existing_memories=existing,
                 context="",
-                expected_ops=case["expected_ops"],
-                category=case["category"],
+                **about,
             ).with_inputs("turns", "observed_at", "existing_memories", "context")
         examples.append(example)
     return examples
 
 
-def oracle_lm(cases: list[dict[str, Any]]) -> Any:
-    """The rule-based oracle as an LM; for the fused program it looks the facts up by turn text."""
-    from dspy_memory.testing import oracle_decisions, scripted_lm
+def oracle_responder(cases: list[dict[str, Any]]) -> Any:
+    """The rule-based oracle (`oracle_decisions`) as a responder for the two write signatures;
+    for the fused program it looks the facts up by turn text."""
+    from dspy_memory.testing import oracle_decisions
 
     facts_by_turn = {case["turns"][-1]["text"]: case["new_facts"] for case in cases}
 
@@ -76,7 +94,14 @@ def oracle_lm(cases: list[dict[str, Any]]) -> Any:
             facts = facts_by_turn.get(call.inputs["turns"][-1]["text"], [])
         return {"ops": oracle_decisions(facts, call.inputs["existing_memories"])}
 
-    return scripted_lm(responder, model="scripted/oracle")
+    return responder
+
+
+def oracle_lm(cases: list[dict[str, Any]]) -> Any:
+    """The rule-based oracle as an LM."""
+    from dspy_memory.testing import scripted_lm
+
+    return scripted_lm(oracle_responder(cases), model="scripted/oracle")
 
 
 def run(cases: list[dict[str, Any]], *, program: str, lm: Any, threads: int = 1) -> dict[str, Any]:
@@ -94,7 +119,7 @@ def run(cases: list[dict[str, Any]], *, program: str, lm: Any, threads: int = 1)
             error = None
         except Exception as exc:  # a failed answer scores 0, and says why
             ops, usage, error = [], getattr(exc, "usage", None), str(exc)[:200]
-        scores = op_accuracy(ops, example.expected_ops)
+        scores = op_accuracy(ops, example.ops)
         return {
             "category": example.category,
             **scores,
@@ -134,15 +159,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--data", default=str(DATA))
     parser.add_argument("--program", choices=("reconcile", "write"), default="reconcile")
     parser.add_argument("--lm", default=None, help="DSPy model string (default: the scripted oracle)")
+    parser.add_argument("--split", choices=SPLITS, default=None, help="only this split (default: all)")
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default=str(RESULTS_DIR / "reconcile.json"))
     parser.add_argument("--plot", default=str(RESULTS_DIR / "reconcile.png"))
     args = parser.parse_args(argv)
-    import dspy
+    from dspy_memory.lm import make_lm
 
-    cases = load_cases(args.data, limit=args.limit)
-    lm = dspy.LM(args.lm) if args.lm else oracle_lm(cases)
+    cases = load_cases(args.data, split=args.split, limit=args.limit)
+    lm = make_lm(args.lm) if args.lm else oracle_lm(cases)
     results = run(cases, program=args.program, lm=lm, threads=args.threads)
     results["machine"] = machine()
     results["lm"] = args.lm or "scripted oracle"

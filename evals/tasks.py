@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,14 +36,14 @@ def _ops(prediction: Any) -> list[dict[str, Any]]:
 
 
 def ops_metric(example: Any, prediction: Any, trace: Any = None) -> float:
-    return op_accuracy(_ops(prediction), example.expected_ops)["exact"]
+    return op_accuracy(_ops(prediction), example.ops)["exact"]
 
 
 def ops_feedback(
     gold: Any, pred: Any, trace: Any = None, pred_name: Any = None, pred_trace: Any = None
 ) -> Any:
     ops = _ops(pred)
-    if op_accuracy(ops, gold.expected_ops)["exact"] == 1.0:
+    if op_accuracy(ops, gold.ops)["exact"] == 1.0:
         return _prediction(1.0, "Correct.")
 
     def show(items: list[dict[str, Any]]) -> str:
@@ -54,7 +53,7 @@ def ops_feedback(
 
     return _prediction(
         0.0,
-        f"In a '{gold.category}' situation the right operations were [{show(gold.expected_ops)}] but the answer "
+        f"In a '{gold.category}' situation the right operations were [{show(gold.ops)}] but the answer "
         f"was [{show(ops) or 'nothing'}]. Review the rules for this kind of situation.",
     )
 
@@ -84,7 +83,9 @@ def extract_examples(path: str, embedder: Any) -> list[Any]:
             observed_at=case["observed_at"],
             context=case["context"],
             reference=case["reference"],
+            facts=[{"content": text} for text in case["reference"]],
             case_id=case["id"],
+            group=case["id"].split("/")[0],
         ).with_inputs("turns", "observed_at", "context")
         for case in extraction_cases(load_locomo(path))
     ]
@@ -149,15 +150,16 @@ def answer_examples(path: str, embedder: Any) -> list[Any]:
                         question=question.question,
                         context=context.text,
                         today=today,
-                        gold=question.answer,
+                        answer=question.answer,
                         category=question.category,
+                        group=conversation.sample_id,
                     ).with_inputs("question", "context", "today")
                 )
     return examples
 
 
 def answer_metric(example: Any, prediction: Any, trace: Any = None) -> float:
-    return locomo_f1(str(prediction.answer or ""), example.gold, example.category)
+    return locomo_f1(str(prediction.answer or ""), example.answer, example.category)
 
 
 def answer_feedback(
@@ -165,7 +167,7 @@ def answer_feedback(
 ) -> Any:
     score = answer_metric(gold, pred)
     return _prediction(
-        score, f"The expected answer was '{gold.gold}'; the answer was '{pred.answer}' (F1 {score:.2f})."
+        score, f"The expected answer was '{gold.answer}'; the answer was '{pred.answer}' (F1 {score:.2f})."
     )
 
 
@@ -173,6 +175,8 @@ def answer_feedback(
 
 
 def query_examples(path: str, embedder: Any) -> list[Any]:
+    """One example per question; the label plan searches for the question itself and has the
+    annotated date (the metric reads only the date and that there is a query)."""
     import dspy
 
     from evals.temporal import load_scenarios
@@ -183,7 +187,11 @@ def query_examples(path: str, embedder: Any) -> list[Any]:
         for item in scenario["questions"]:
             examples.append(
                 dspy.Example(
-                    question=item["question"], today=today, gold_as_of=item.get("as_of")
+                    question=item["question"],
+                    today=today,
+                    gold_as_of=item.get("as_of"),
+                    plan={"queries": [item["question"]], "as_of": item.get("as_of")},
+                    group=scenario["id"],
                 ).with_inputs("question", "today")
             )
     return examples
@@ -276,19 +284,19 @@ def get_task(name: str, *, embedder: Any = "local") -> Task:
     return tasks[name]
 
 
-def shuffle_split(
-    examples: list[Any], *, dev_share: float, seed: int, key: str | None = None
-) -> tuple[list[Any], list[Any]]:
-    """Train and dev parts; stratified by `key` (an example field) when given."""
-    rng = random.Random(seed)
-    groups: dict[Any, list[Any]] = {}
+SPLITS = ("train", "dev", "test")
+
+
+def split_examples(examples: list[Any], *, seed: int = 0) -> dict[str, list[Any]]:
+    """Train, dev and test parts. An example that carries its `split` keeps it (the reconcile
+    set is split by template family when it is made); the others are split by their `group`
+    (conversation, scenario) the way the reconcile set splits families, so no group is in two
+    parts and a dev or test score is about conversations the optimizer never saw."""
+    from evals.data.make_reconcile import family_splits
+
+    ungrouped = sorted({str(example.get("group")) for example in examples if not example.get("split")})
+    by_group = family_splits(ungrouped, seed=seed) if ungrouped else {}
+    parts: dict[str, list[Any]] = {name: [] for name in SPLITS}
     for example in examples:
-        groups.setdefault(example.get(key) if key else None, []).append(example)
-    train, dev = [], []
-    for group in groups.values():
-        rng.shuffle(group)
-        cut = max(1, round(len(group) * dev_share))
-        dev += group[:cut]
-        train += group[cut:]
-    rng.shuffle(train)
-    return train, dev
+        parts[example.get("split") or by_group[str(example.get("group"))]].append(example)
+    return parts
