@@ -278,15 +278,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         (writer if args.role == "writer" else searcher)(args)
         return {}
     results = run(args)
-    print(
-        f"Chaos: {args.writers} writers, {args.searchers} searchers, {results['seconds']:.0f} s, seed {args.seed}\n"
+    shown = "\n\n".join(
+        [
+            f"Chaos: {args.writers} writers, {args.searchers} searchers, {results['seconds']:.0f} s, seed {args.seed}",
+            report(results),
+            "OK: every invariant held"
+            if results["ok"]
+            else f"FAILED (file and logs kept in {results['workdir']})",
+        ]
     )
-    print(report(results))
-    print(
-        "\nOK: every invariant held"
-        if results["ok"]
-        else f"\nFAILED (file and logs kept in {results['workdir']})"
-    )
+    print(shown)
     groups = [f"<{b}" for b in BUCKETS] + [f">={BUCKETS[-1]}"]
     save(
         results,
@@ -296,6 +297,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         series=results["latency_histogram"],
         title="Latency under chaos: share of calls per bucket (ms)",
         ylabel="% of calls",
+        text=shown,
     )
     return results
 

@@ -148,22 +148,21 @@ def evaluate(
     }
     label = getattr(lm, "model", None) or "scripted oracle writer, top memory at the annotated date"
     order = ["overall", *sorted(name for name in summary if name != "overall")]
-    print(f"Temporal eval: {len(scenarios)} scenarios, {len(rows)} questions, {label}\n")
-    print(
-        table(
-            ["type", "questions", "F1", "contains gold", "LM calls"],
+    heading = f"Temporal eval: {len(scenarios)} scenarios, {len(rows)} questions, {label}"
+    shown = table(
+        ["type", "questions", "F1", "contains gold", "LM calls"],
+        [
             [
-                [
-                    name,
-                    summary[name]["questions"],
-                    summary[name]["f1"],
-                    summary[name]["contains"],
-                    summary[name]["lm_calls"],
-                ]
-                for name in order
-            ],
-        )
+                name,
+                summary[name]["questions"],
+                summary[name]["f1"],
+                summary[name]["contains"],
+                summary[name]["lm_calls"],
+            ]
+            for name in order
+        ],
     )
+    print(f"{heading}\n\n{shown}")
     results = {"machine": machine(), "lm": label, "summary": summary, "rows": rows}
     save(
         results,
@@ -173,6 +172,7 @@ def evaluate(
         series={"contains gold": [summary[name]["contains"] for name in order]},
         title="Temporal questions",
         ylabel="share of questions",
+        text=f"{heading}\n\n{shown}",
     )
     return results
 

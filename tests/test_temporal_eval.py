@@ -23,6 +23,8 @@ def test_the_baseline_answers_past_questions_when_told_the_date(tmp_path):
     summary = results["summary"]
     assert summary["overall"]["questions"] == 24 and summary["overall"]["lm_calls"] == 0
     assert summary["past"]["contains"] >= 0.75  # the oracle wrote invalidations; as_of finds the old fact
+    report = (tmp_path / "t.md").read_text()
+    assert "| type " in report and "Temporal eval: 8 scenarios, 24 questions" in report
 
 
 def test_with_an_lm_the_write_path_and_memory_answer_run(tmp_path):
