@@ -1,0 +1,322 @@
+"""Unrelated: the turns bring something new that no existing memory is about, so the careful
+answer is ADD. Each family is one row: its own situation, domain, register and wording; the
+existing memories are the person's other, unrelated facts (what a search also returns)."""
+
+from __future__ import annotations
+
+from evals.data.reconcile_set.kit import PETS, case, fact, filler
+
+# name, turns ({p} the speaker, {x} a choice from the options), fact, predicate, kind, options,
+# and whether the fact holds from the turn's day (False: timeless).
+ROWS = [
+    (
+        "pet_adopted",
+        ["I just adopted a {x}!"],
+        "{p} has a pet {x}.",
+        "has_pet",
+        "profile",
+        [kind for kind, _ in PETS],
+        True,
+    ),
+    (
+        "allergy_mentioned_at_dinner",
+        ["Skip the prawns for me please, I'm allergic to {x}."],
+        "{p} is allergic to {x}.",
+        "allergic_to",
+        "profile",
+        ["shellfish", "sesame", "kiwi fruit"],
+        False,
+    ),
+    (
+        "marathon_signup",
+        ["Guess who signed up for the {x} marathon in the autumn? This guy."],
+        "{p} signed up for the {x} marathon.",
+        "registered_for",
+        "event",
+        ["Berlin", "Chicago", "Lisbon"],
+        True,
+    ),
+    (
+        "learning_language_app",
+        ["Día 40 de mi racha en la app — I'm learning {x} now, poco a poco."],
+        "{p} is learning {x}.",
+        "learning",
+        "fact",
+        ["Spanish", "Portuguese", "Catalan"],
+        True,
+    ),
+    (
+        "blood_type_from_donation",
+        ["Gave blood today. Turns out I'm {x}, the nurse said that's handy."],
+        "{p}'s blood type is {x}.",
+        "blood_type",
+        "profile",
+        ["O negative", "AB positive", "B negative"],
+        False,
+    ),
+    (
+        "bought_bike_terse",
+        ["new bike. {x}. finally."],
+        "{p} bought a {x} bicycle.",
+        "owns",
+        "event",
+        ["gravel", "cargo", "folding"],
+        True,
+    ),
+    (
+        "volunteering_rambling",
+        [
+            "So you know how I've been saying I want to give something back, right, and then my neighbour",
+            "anyway long story short I now volunteer at the {x} every Saturday morning.",
+        ],
+        "{p} volunteers at the {x} on Saturday mornings.",
+        "volunteers_at",
+        "fact",
+        ["food bank", "animal shelter", "community garden"],
+        True,
+    ),
+    (
+        "degree_finished_formal",
+        ["I am pleased to report that I have completed my master's degree in {x}."],
+        "{p} completed a master's degree in {x}.",
+        "studied",
+        "event",
+        ["public health", "statistics", "architecture"],
+        True,
+    ),
+    (
+        "favourite_author_question",
+        ["Random but if anyone asks, my all-time favourite writer is {x}."],
+        "{p}'s favourite author is {x}.",
+        "favourite_author",
+        "preference",
+        ["Ursula K. Le Guin", "Chimamanda Ngozi Adichie", "Haruki Murakami"],
+        False,
+    ),
+    (
+        "night_shift_sleep",
+        ["Since the baby came I only sleep {x} hours a night, send coffee."],
+        "{p} sleeps about {x} hours a night since having a baby.",
+        "sleeps",
+        "fact",
+        ["four", "five"],
+        True,
+    ),
+    (
+        "car_bought_hinglish",
+        ["Finally le li gaadi yaar — a second-hand {x}!"],
+        "{p} bought a second-hand {x}.",
+        "bought",
+        "event",
+        ["Maruti Swift", "Hyundai i20", "Toyota Corolla"],
+        True,
+    ),
+    (
+        "tattoo_reveal",
+        ["Got my first tattoo yesterday, a small {x} on my wrist."],
+        "{p} has a small {x} tattoo on the wrist.",
+        "has_tattoo",
+        "profile",
+        ["compass", "swallow", "fern"],
+        True,
+    ),
+    (
+        "podcast_started",
+        ["My friend and I launched a podcast about {x}, episode one is out."],
+        "{p} co-hosts a podcast about {x}.",
+        "hosts",
+        "fact",
+        ["urban gardening", "board games", "old films"],
+        True,
+    ),
+    (
+        "shoe_size_shopping",
+        ["For the record I'm a size {x} in running shoes, the website keeps forgetting."],
+        "{p} wears size {x} running shoes.",
+        "shoe_size",
+        "profile",
+        ["38", "42", "44"],
+        False,
+    ),
+    (
+        "grandmother_recipe",
+        ["My grandmother taught me to make {x} when I was ten and I still make it every Sunday."],
+        "{p} makes {x} every Sunday, from a grandmother's recipe.",
+        "cooks",
+        "fact",
+        ["pierogi", "jollof rice", "pho"],
+        False,
+    ),
+    (
+        "fear_of_heights",
+        ["Nope, no glass-floor observation decks for me, I'm terrified of {x}."],
+        "{p} is afraid of {x}.",
+        "afraid_of",
+        "profile",
+        ["heights", "deep water"],
+        False,
+    ),
+    (
+        "choir_joined_german",
+        ["Ich singe jetzt im Chor! I joined the {x} choir at church."],
+        "{p} sings in the {x} choir at church.",
+        "member_of",
+        "fact",
+        ["alto", "tenor", "gospel"],
+        True,
+    ),
+    (
+        "vaccination_done",
+        ["Had my {x} jab this morning, arm's a bit sore."],
+        "{p} got the {x} vaccine.",
+        "vaccinated_against",
+        "event",
+        ["flu", "tetanus", "hepatitis A"],
+        True,
+    ),
+    (
+        "garden_planting",
+        ["Planted {x} in the back garden this weekend, fingers crossed."],
+        "{p} planted {x} in the back garden.",
+        "grows",
+        "event",
+        ["tomatoes", "raspberries", "garlic"],
+        True,
+    ),
+    (
+        "coding_side_project",
+        ["side project update: writing a {x} in Rust, it compiles (barely)"],
+        "{p} is writing a {x} in Rust as a side project.",
+        "building",
+        "fact",
+        ["ray tracer", "chess engine", "budget app"],
+        True,
+    ),
+    (
+        "wedding_anniversary_date",
+        ["Our anniversary is on the {x}, can you remind me a week before?"],
+        "{p}'s wedding anniversary is on the {x}.",
+        "anniversary",
+        "profile",
+        ["12th of June", "3rd of October"],
+        False,
+    ),
+    (
+        "commute_by_ferry",
+        ["Loving the new commute honestly, twenty minutes on the {x} ferry with a coffee."],
+        "{p} commutes by the {x} ferry.",
+        "commutes_by",
+        "fact",
+        ["harbour", "river", "island"],
+        True,
+    ),
+    (
+        "lost_passport_french",
+        ["Quelle galère — I lost my passport in {x}, had to go to the embassy."],
+        "{p} lost a passport in {x}.",
+        "lost_item_in",
+        "event",
+        ["Marseille", "Lyon", "Brussels"],
+        True,
+    ),
+    (
+        "pottery_class_teacher",
+        ["The teacher at pottery says my {x} is the best in the class, I'm glowing."],
+        "{p} made a {x} in pottery class that the teacher praised.",
+        "made",
+        "event",
+        ["teapot", "vase", "bowl"],
+        True,
+    ),
+    (
+        "dietary_religious",
+        ["During {x} I fast from sunrise to sunset, so lunch meetings are out for me."],
+        "{p} fasts from sunrise to sunset during {x}.",
+        "observes",
+        "fact",
+        ["Ramadan", "Lent"],
+        False,
+    ),
+    (
+        "eye_prescription",
+        ["Optician says I'm {x} now, first pair of glasses at forty, sigh."],
+        "{p} is {x} and wears glasses.",
+        "eyesight",
+        "profile",
+        ["short-sighted", "long-sighted"],
+        True,
+    ),
+    (
+        "investment_started_portuguese",
+        ["Comecei a investir! Small monthly amount into an {x} fund."],
+        "{p} invests a small monthly amount in an {x} fund.",
+        "invests_in",
+        "fact",
+        ["index", "ethical", "bond"],
+        True,
+    ),
+    (
+        "plays_in_league",
+        ["We won the {x} league final last night!! I scored twice."],
+        "{p} plays in a {x} league and scored twice in the final.",
+        "plays_in",
+        "event",
+        ["five-a-side", "basketball", "hockey"],
+        True,
+    ),
+    (
+        "kid_starts_school",
+        ["Big day — my daughter started at {x} today."],
+        "{p}'s daughter started at {x}.",
+        "child_school",
+        "event",
+        ["Hillside Primary", "Riverside Elementary"],
+        True,
+    ),
+    (
+        "roommate_moved_in",
+        ["A new flatmate moved in, {x}, he's a chef so I'm eating well."],
+        "{p} has a new flatmate named {x} who is a chef.",
+        "flatmate",
+        "fact",
+        ["Matteo", "Kofi", "Arjun"],
+        True,
+    ),
+    (
+        "charity_haircut",
+        ["Shaved my head for {x} charity, raised 600 euros!"],
+        "{p} shaved their head for a {x} charity and raised 600 euros.",
+        "fundraised_for",
+        "event",
+        ["cancer research", "children's hospital"],
+        True,
+    ),
+    (
+        "birdwatch_record",
+        ["Spotted a {x} at the reservoir today, first one in my notebook!"],
+        "{p} saw a {x} at the reservoir, a first.",
+        "spotted",
+        "event",
+        ["kingfisher", "heron", "osprey"],
+        True,
+    ),
+]
+
+
+def _template(row):
+    name, turns, content, predicate, kind, options, dated = row
+
+    def template(rng, p, when):
+        x = rng.choice(options)
+        existing = filler(rng, p, 2 + rng.randrange(2), {x})
+        text = content.format(p=p, x=x)
+        new = [fact(text, p, predicate, x, when if dated else None, kind)]
+        return case(
+            "unrelated", p, when, [t.format(p=p, x=x) for t in turns], existing, new, [{"action": "ADD"}]
+        )
+
+    template.__name__ = name
+    return template
+
+
+TEMPLATES = [_template(row) for row in ROWS]
