@@ -13,6 +13,7 @@ ACTIONS = {
     "unrelated": {"ADD"},
     "same_predicate_other_person": {"ADD"},
     "relative_date": {"ADD"},
+    "distractors": {"INVALIDATE", "NOOP"},
 }
 
 
