@@ -61,6 +61,7 @@ def as_examples(cases: list[dict[str, Any]], program: str) -> list[Any]:
             "category": case["category"],
             "group": case.get("family", case["category"]),
             "split": case.get("split"),
+            "case_id": case.get("id"),
         }
         if program == "reconcile":
             example = dspy.Example(
@@ -83,15 +84,19 @@ def as_examples(cases: list[dict[str, Any]], program: str) -> list[Any]:
 
 def oracle_responder(cases: list[dict[str, Any]]) -> Any:
     """The rule-based oracle (`oracle_decisions`) as a responder for the two write signatures;
-    for the fused program it looks the facts up by turn text."""
+    for the fused program it looks the facts up by the last turn (speaker, text, time)."""
     from dspy_memory.testing import oracle_decisions
 
-    facts_by_turn = {case["turns"][-1]["text"]: case["new_facts"] for case in cases}
+    def said(turn: dict[str, Any]) -> tuple[Any, ...]:
+        # Two cases may share a last line ("Same as ever."); who said it and when tell them apart.
+        return (turn.get("speaker"), turn.get("text"), turn.get("time"))
+
+    facts_by_turn = {said(case["turns"][-1]): case["new_facts"] for case in cases}
 
     def responder(call: Any) -> dict[str, Any]:
         facts = call.inputs.get("new_facts")
         if facts is None:
-            facts = facts_by_turn.get(call.inputs["turns"][-1]["text"], [])
+            facts = facts_by_turn.get(said(call.inputs["turns"][-1]), [])
         return {"ops": oracle_decisions(facts, call.inputs["existing_memories"])}
 
     return responder

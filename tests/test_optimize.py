@@ -50,51 +50,56 @@ def test_the_splits_share_no_template_family():
     assert not families["dev"] & families["test"]
 
 
-def test_bootstrap_demonstrations_of_other_templates_raise_the_test_score_and_reload(
-    splits, baseline, tmp_path
-):
-    """BootstrapFewShot without a teacher: the learner's own correct traces (additions) and
-    labeled demos from the train families. Measured: see the assertion."""
-    result = run(
+def test_demonstrations_help_this_learner_only_when_the_split_leaks_templates(splits, tmp_path):
+    """What the old, case-split proof measured. BootstrapFewShot with the split by template
+    family lowers this learner's test score (measured 26.7 -> 15.0 on these 60 test cases: the
+    nearest demo of another family is often another situation). The same compile on a split by
+    case (train holds other cases of the test cases' own templates) scores far higher: its
+    nearest demo is a sibling case. A test split that leaked templates would show up here."""
+    by_family = run(
         "reconcile", "bootstrap", splits, lm=learner_lm(), out=tmp_path / "reconcile.json", quiet=True
     )
-    assert result["test_after"] >= result["test_before"] + 10, result
+    assert by_family["test_after"] <= by_family["test_before"], by_family
+
+    tested = {example.case_id for example in splits["test"]}
+    siblings = [e for e in as_examples(load_cases(), "reconcile") if e.case_id not in tested]
+    random.Random(1).shuffle(siblings)
+    leaky = {"train": siblings[: len(splits["train"])], "dev": [], "test": splits["test"]}
+    by_case = run("reconcile", "bootstrap", leaky, lm=learner_lm(), quiet=True)
+    # Same optimizer, learner and test cases; only whether the test's templates are in train
+    # differs (measured: 30.0 by case against 15.0 by family; 26.7-33.3 over other shuffles).
+    assert by_case["test_after"] >= by_family["test_after"] + 10, (by_case, by_family)
 
     numbers = json.loads((tmp_path / "reconcile.optimize.json").read_text())
-    assert numbers["test_after"] == result["test_after"] and numbers["sizes"]["test"] == len(splits["test"])
+    assert numbers["test_after"] == by_family["test_after"] and numbers["sizes"]["test"] == len(
+        splits["test"]
+    )
     assert numbers["cost"]["student"]["lm_calls"] > 0 and numbers["compile_seconds"] > 0
 
     reloaded = FactReconciler()
     reloaded.load(str(tmp_path / "reconcile.json"))
-    assert evaluate(reloaded, splits["test"], learner_lm()) == result["test_after"]
+    assert evaluate(reloaded, splits["test"], learner_lm()) == by_family["test_after"]
     with Memory(
         tmp_path / "m.db", embedder=HashEmbedder(32), write={"mode": "two_step"}, programs=tmp_path
     ) as memory:
         assert memory.programs_in_use == {"reconcile": str(tmp_path / "reconcile.json")}
-        assert len(memory._writer.program.reconciler.reconcile.demos) == result["demos"]["reconcile"]
+        assert len(memory._writer.program.reconciler.reconcile.demos) == by_family["demos"]["reconcile"]
     with Memory(tmp_path / "m.db", embedder=HashEmbedder(32)) as memory:
         assert memory.programs_in_use == {}
 
 
-def test_mipro_chooses_demonstrations_on_dev_that_carry_to_test(splits, baseline):
+def test_mipro_selects_on_dev_and_keeps_demonstrations_that_do_not_help_out(splits, baseline):
     """MIPROv2 (light) proposes instructions (the learner ignores them) and demo sets, and keeps
-    the candidate that scores best on dev."""
+    the candidate that scores best on dev. Demos of other template families do not help this
+    learner (see above), so the best candidate is no better than the uncompiled program: dev does
+    not drop, and test stays where it was (measured 26.7 -> 26.7)."""
     small = {"train": splits["train"], "dev": splits["dev"][:20], "test": splits["test"]}
     before = {"dev": None, "test": baseline["test"]}
     result = run("reconcile", "mipro", small, lm=learner_lm(), before=before, quiet=True)
-    assert result["test_after"] >= result["test_before"] + 10, result
+    uncompiled = evaluate(FactReconciler(), small["dev"], learner_lm())
+    assert result["dev_after"] >= uncompiled, result
+    assert result["test_after"] >= result["test_before"], result
     assert result["cost"]["proposer"]["lm_calls"] > 0
-
-
-def test_gepa_cannot_move_a_student_that_ignores_instructions(splits, baseline):
-    """GEPA only rewrites instructions. The learner does not read them, and its reflection hands
-    the instruction back unchanged, so the score stays: this checks that GEPA runs on dev with a
-    reflection LM, not what GEPA does for a model that reads instructions."""
-    small = {"train": splits["train"], "dev": splits["dev"][:10], "test": splits["test"]}
-    before = {"dev": None, "test": baseline["test"]}
-    result = run("reconcile", "gepa", small, lm=learner_lm(), before=before, quiet=True)
-    assert result["test_after"] == result["test_before"]
-    assert result["cost"]["reflection"]["lm_calls"] > 0 and result["demos"] == {"reconcile": 0}
 
 
 class _Recorder:

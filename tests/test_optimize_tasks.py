@@ -102,3 +102,19 @@ def test_gepa_rewrites_instructions_only_so_the_learner_stays_where_it_was(query
     result = run("query", "gepa", query_splits, lm=learner_lm(), quiet=True)
     assert result["test_after"] == result["test_before"] and result["dev_after"] == result["dev_before"]
     assert result["cost"]["reflection"]["lm_calls"] > 0 and result["demos"]["rewrite"] == 0
+
+
+def test_simba_learns_from_a_rule_based_teachers_trajectories(query_splits):
+    """SIMBA samples the student and the teacher on train mini-batches and turns the better
+    trajectory into a demo. The learner alone gives the same answer on every sample, so there is
+    nothing to choose from; a rule-based teacher (as_of in the middle of the period a question
+    names, evals/optimize_offline.py) gives SIMBA better trajectories to turn into demos."""
+    from evals.optimize_offline import teacher
+
+    alone = run("query", "simba", query_splits, lm=learner_lm(), quiet=True)
+    assert alone["test_after"] == alone["test_before"] and alone["demos"]["rewrite"] == 0
+    taught = run(
+        "query", "simba", query_splits, lm=learner_lm(), teacher_lm=teacher("query", "rules"), quiet=True
+    )
+    assert taught["test_after"] > taught["test_before"] and taught["demos"]["rewrite"] > 0
+    assert taught["cost"]["teacher"]["lm_calls"] > 0

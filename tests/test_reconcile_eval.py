@@ -60,17 +60,26 @@ def test_a_split_is_its_families_only():
         load_cases(split="validation")
 
 
-# What the rule-based oracle (dspy_memory.testing.oracle_decisions) gets per category, measured
-# on the committed set, and why: it adds every fact, except that a fact equal word for word to a
-# memory is a NOOP and a changed value of a one-valued relation (lives_in, works_at, ...) of the
-# same subject invalidates the old memory.
-ORACLE = {}
+# What the rule-based oracle (dspy_memory.testing.oracle_decisions) can get, and why: it adds
+# every fact, except that a fact equal word for word to a memory is a NOOP and a changed value
+# of a one-valued relation (lives_in, works_at, ...) of the same subject invalidates the old one.
+RULES_SUFFICE = ("change", "unrelated", "same_predicate_other_person", "relative_date")
+# A paraphrase is never word for word, a refinement is not a change of value, and a request to
+# forget carries no fact: rules never get these.
+NEEDS_UNDERSTANDING = ("paraphrase", "refinement", "forget")
+# Partly: a correction whose slot is one-valued looks like a change (but is not flagged as a
+# correction); several facts mix what rules get with what they do not; among distractors a
+# restatement ("still lives in") looks like a change.
+PARTLY = ("correction", "several_facts", "distractors")
 
 
 def test_the_runner_scores_the_rule_based_oracle(tmp_path, capsys):
     results = main(["--out", str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.png")])
-    summary = results["summary"]
-    assert {category: round(summary[category]["exact"], 3) for category in CATEGORIES} == ORACLE
+    exact = {category: results["summary"][category]["exact"] for category in CATEGORIES}
+    assert set(RULES_SUFFICE + NEEDS_UNDERSTANDING + PARTLY) == set(CATEGORIES)
+    assert all(exact[category] == 1.0 for category in RULES_SUFFICE), exact
+    assert all(exact[category] == 0.0 for category in NEEDS_UNDERSTANDING), exact
+    assert all(0.0 < exact[category] < 1.0 for category in PARTLY), exact
     assert results["lm_calls"] == len(load_cases())
     assert "op exact" in capsys.readouterr().out
     fused = main(

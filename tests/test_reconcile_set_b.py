@@ -14,6 +14,7 @@ ACTIONS = {
     "same_predicate_other_person": {"ADD"},
     "relative_date": {"ADD"},
     "distractors": {"INVALIDATE", "NOOP"},
+    "several_facts": {"ADD", "UPDATE", "INVALIDATE", "NOOP"},
 }
 
 
@@ -28,6 +29,10 @@ def test_each_category_has_30_distinct_templates_that_make_well_formed_cases(cat
         assert aliases == list(range(1, len(aliases) + 1)), family
         assert {op["action"] for op in item["expected_ops"]} <= ACTIONS[category], family
         assert len(item["expected_ops"]) == len(item["new_facts"]), family
+        if category == "several_facts":
+            assert (
+                2 <= len(item["new_facts"]) <= 4 and len({op["action"] for op in item["expected_ops"]}) >= 2
+            )
         observed = item["observed_at"][:10]
         for new in item["new_facts"]:
             assert new["valid_at"] is None or new["valid_at"] <= observed, family

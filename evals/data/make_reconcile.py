@@ -54,9 +54,7 @@ def build(seed: int = 7) -> list[dict[str, Any]]:
                 item = template(rng, person, day(rng, date(2024, 2, 1)))
                 if item["category"] != category:
                     raise ValueError(f"{name} made a {item['category']!r} case")
-                cases.append(
-                    {"id": f"{name}-{index + 1}", "family": name, "split": splits[name], **item}
-                )
+                cases.append({"id": f"{name}-{index + 1}", "family": name, "split": splits[name], **item})
     return cases
 
 
