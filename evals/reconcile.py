@@ -162,6 +162,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--data", default=str(DATA))
+    parser.add_argument(
+        "--locomo",
+        default=None,
+        metavar="LOCOMO_JSON",
+        help="score the slice from real LoCoMo dialogue instead (evals/reconcile_locomo.py; the LoCoMo file)",
+    )
     parser.add_argument("--program", choices=("reconcile", "write"), default="reconcile")
     parser.add_argument("--lm", default=None, help="DSPy model string (default: the scripted oracle)")
     parser.add_argument("--split", choices=SPLITS, default=None, help="only this split (default: all)")
@@ -172,26 +178,33 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     from dspy_memory.lm import make_lm
 
-    cases = load_cases(args.data, split=args.split, limit=args.limit)
+    if args.locomo:
+        from evals.reconcile_locomo import load_locomo_cases
+
+        cases = [c for c in load_locomo_cases(args.locomo) if args.split in (None, c["split"])][: args.limit]
+    else:
+        cases = load_cases(args.data, split=args.split, limit=args.limit)
     lm = make_lm(args.lm) if args.lm else oracle_lm(cases)
     results = run(cases, program=args.program, lm=lm, threads=args.threads)
     results["machine"] = machine()
     results["lm"] = args.lm or "scripted oracle"
     summary = results["summary"]
     groups = ["overall", *sorted(group for group in summary if group != "overall")]
-    print(
-        f"Reconcile eval: {args.program} program, LM {results['lm']}, {summary['overall']['cases']} cases\n"
+    source = "the LoCoMo slice" if args.locomo else "the template set"
+    shown = "\n\n".join(
+        [
+            f"Reconcile eval: {args.program} program, LM {results['lm']}, {summary['overall']['cases']} cases of {source}",
+            table(
+                ["category", "cases", "op exact", "op F1", "action F1"],
+                [
+                    [g, summary[g]["cases"], summary[g]["exact"], summary[g]["f1"], summary[g]["action_f1"]]
+                    for g in groups
+                ],
+            ),
+            f"LM calls {results['lm_calls']}, tokens {results['tokens']}",
+        ]
     )
-    print(
-        table(
-            ["category", "cases", "op exact", "op F1", "action F1"],
-            [
-                [g, summary[g]["cases"], summary[g]["exact"], summary[g]["f1"], summary[g]["action_f1"]]
-                for g in groups
-            ],
-        )
-    )
-    print(f"\nLM calls {results['lm_calls']}, tokens {results['tokens']}")
+    print(shown)
     save(
         results,
         out=args.out,
@@ -200,6 +213,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         series={"op exact": [summary[g]["exact"] for g in groups]},
         title="Reconcile: exact operations per category",
         ylabel="share of cases",
+        text=shown,
     )
     return results
 

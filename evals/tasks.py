@@ -224,7 +224,14 @@ def query_feedback(
 
 
 def _tasks(embedder: Any) -> dict[str, Task]:
-    from dspy_memory.programs import FactExtractor, FactReconciler, FusedWriter, MemoryAnswerer, QueryRewriter
+    from dspy_memory.programs import (
+        CompactWriter,
+        FactExtractor,
+        FactReconciler,
+        FusedWriter,
+        MemoryAnswerer,
+        QueryRewriter,
+    )
     from evals.locomo import DEFAULT_DATA
     from evals.reconcile import DATA as RECONCILE
     from evals.temporal import DATA as TEMPORAL
@@ -244,6 +251,15 @@ def _tasks(embedder: Any) -> dict[str, Task]:
             "write",
             "write.json",
             FusedWriter,
+            ops_metric,
+            ops_feedback,
+            _reconcile_examples("write"),
+            str(RECONCILE),
+        ),
+        "write_compact": Task(
+            "write_compact",
+            "write_compact.json",
+            CompactWriter,
             ops_metric,
             ops_feedback,
             _reconcile_examples("write"),
@@ -273,7 +289,7 @@ def _tasks(embedder: Any) -> dict[str, Task]:
     }
 
 
-TASK_NAMES = ("answer", "extract", "query", "reconcile", "write")
+TASK_NAMES = ("answer", "extract", "query", "reconcile", "write", "write_compact")
 
 
 def get_task(name: str, *, embedder: Any = "local") -> Task:

@@ -118,3 +118,17 @@ def test_simba_learns_from_a_rule_based_teachers_trajectories(query_splits):
     )
     assert taught["test_after"] > taught["test_before"] and taught["demos"]["rewrite"] > 0
     assert taught["cost"]["teacher"]["lm_calls"] > 0
+
+
+def test_the_compact_write_program_compiles_and_memory_loads_it(tmp_path):
+    task = get_task("write_compact")
+    parts = split_examples(task.examples(task.default_data, None))
+    small = {"train": parts["train"][:40], "dev": [], "test": parts["test"][:5]}
+    result = run(
+        "write_compact", "bootstrap", small, lm=learner_lm(), out=tmp_path / "write_compact.json", quiet=True
+    )
+    assert result["demos"] and sum(result["demos"].values()) > 0
+    with Memory(
+        tmp_path / "m.db", embedder=HashEmbedder(32), write={"mode": "compact"}, programs=tmp_path
+    ) as memory:
+        assert memory.programs_in_use == {"write_compact": str(tmp_path / "write_compact.json")}

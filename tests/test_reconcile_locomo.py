@@ -284,3 +284,24 @@ def test_a_file_that_does_not_match_is_named(tmp_path, change, message):
     with pytest.raises(ValueError, match=message) as raised:
         load_locomo_cases(locomo_path, labels_path=labels_path)
     assert str(locomo_path) in str(raised.value)
+
+
+@needs_locomo
+def test_the_reconcile_runner_scores_the_slice(tmp_path):
+    from evals.reconcile import main
+
+    results = main(
+        [
+            "--locomo",
+            str(DEFAULT_DATA),
+            "--split",
+            "test",
+            "--out",
+            str(tmp_path / "r.json"),
+            "--plot",
+            str(tmp_path / "r.png"),
+        ]
+    )
+    expected = [case for case in load_locomo_cases(DEFAULT_DATA) if case["split"] == "test"]
+    assert results["summary"]["overall"]["cases"] == len(expected) == results["lm_calls"]
+    assert "cases of the LoCoMo slice" in (tmp_path / "r.md").read_text()
