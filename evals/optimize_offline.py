@@ -133,46 +133,43 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     logging.getLogger("dspy").setLevel(logging.ERROR)
     rows = runs(args.programs.split(","), args.optimizers.split(","), seed=args.seed)
     sizes = {row["program"]: "/".join(str(n) for n in row["sizes"].values()) for row in rows}
-    print(
-        "\nOffline optimization with the learner LM; scores 0-100; train/dev/test examples: "
-        + ", ".join(f"{program} {split}" for program, split in sizes.items())
-        + "\n"
+    heading = "Offline optimization with the learner LM; scores 0-100; train/dev/test examples: " + ", ".join(
+        f"{program} {split}" for program, split in sizes.items()
     )
-    print(
-        table(
+    shown = table(
+        [
+            "program",
+            "optimizer",
+            "teacher",
+            "test before",
+            "test after",
+            "dev before",
+            "dev after",
+            "LoCoMo before",
+            "LoCoMo after",
+            "LM calls",
+            "tokens",
+            "wall s",
+        ],
+        [
             [
-                "program",
-                "optimizer",
-                "teacher",
-                "test before",
-                "test after",
-                "dev before",
-                "dev after",
-                "LoCoMo before",
-                "LoCoMo after",
-                "LM calls",
-                "tokens",
-                "wall s",
-            ],
-            [
-                [
-                    row["program"],
-                    row["optimizer"],
-                    row["teacher"],
-                    row["test_before"],
-                    row["test_after"],
-                    row["dev_before"],
-                    row["dev_after"],
-                    "-" if row["locomo_test_before"] is None else row["locomo_test_before"],
-                    "-" if row["locomo_test_after"] is None else row["locomo_test_after"],
-                    row["lm_calls"],
-                    row["tokens"],
-                    row["wall_seconds"],
-                ]
-                for row in rows
-            ],
-        )
+                row["program"],
+                row["optimizer"],
+                row["teacher"],
+                row["test_before"],
+                row["test_after"],
+                row["dev_before"],
+                row["dev_after"],
+                "-" if row["locomo_test_before"] is None else row["locomo_test_before"],
+                "-" if row["locomo_test_after"] is None else row["locomo_test_after"],
+                row["lm_calls"],
+                row["tokens"],
+                row["wall_seconds"],
+            ]
+            for row in rows
+        ],
     )
+    print(f"\n{heading}\n\n{shown}")
     results = {"rows": rows, "machine": machine(), "seed": args.seed}
     groups = [f"{row['program']}\n{row['optimizer']}/{row['teacher']}" for row in rows]
     save(
@@ -186,6 +183,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         },
         title="Offline optimization with the learner LM: test score before and after",
         ylabel="test score (0-100)",
+        text=f"{heading}\n\n{shown}",
     )
     return results
 
