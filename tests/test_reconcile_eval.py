@@ -9,26 +9,14 @@ import dspy
 import pytest
 
 from evals.data.make_reconcile import build
+from evals.data.reconcile_set import CATEGORIES
 from evals.reconcile import DATA, as_examples, load_cases, main, score
-
-CATEGORIES = {
-    "paraphrase",
-    "refinement",
-    "change",
-    "correction",
-    "forget",
-    "unrelated",
-    "same_predicate_other_person",
-    "relative_date",
-    "several_facts",
-    "distractors",
-}
 
 
 def test_the_set_is_complete_consistent_and_reproducible():
     cases = load_cases()
     assert len(cases) >= 400
-    assert set(Counter(case["category"] for case in cases)) == CATEGORIES
+    assert set(Counter(case["category"] for case in cases)) == set(CATEGORIES)
     assert len({case["id"] for case in cases}) == len(cases)
     families: dict[str, set[str]] = defaultdict(set)
     splits: dict[str, set[str]] = defaultdict(set)

@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-from .test_reconcile_set_a import made, validated
+from .test_reconcile_set_a import assert_the_validator_accepts_every_expected_operation, made
 
 ACTIONS = {
     "unrelated": {"ADD"},
@@ -46,10 +46,7 @@ def test_each_category_has_30_distinct_templates_that_make_well_formed_cases(cat
 
 @pytest.mark.parametrize("category", ACTIONS)
 def test_the_validator_accepts_every_expected_operation_unchanged(category):
-    for family, item in made(category):
-        planned, refused = validated(item)
-        expected = [(op["action"], op.get("target")) for op in item["expected_ops"]]
-        assert refused == [] and planned == expected, (family, refused, planned, expected)
+    assert_the_validator_accepts_every_expected_operation(category)
 
 
 def test_relative_dates_are_resolved_against_the_turns_day():
