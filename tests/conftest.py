@@ -27,8 +27,7 @@ def memory(db_path):
 
 @pytest.fixture(scope="session")
 def minilm():
-    """The real local model (loaded once per test session)."""
-    pytest.importorskip("sentence_transformers")
+    """The real local model (loaded once per test session; numpy, no torch needed)."""
     from dspy_memory.embed import LocalEmbedder
     from dspy_memory.embed.local import MINILM, offline_model_path
 

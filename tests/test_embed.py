@@ -31,7 +31,7 @@ def test_the_test_embedder_is_never_chosen_silently(monkeypatch):
     assert make_embedder("test").name.startswith("test-hash")
     with pytest.raises(ValueError, match="unknown embedder"):
         make_embedder("magic")
-    # Without sentence-transformers the local embedder fails loudly instead of falling back.
+    # A model that needs sentence-transformers fails loudly without it instead of falling back.
     real_import = builtins.__import__
 
     def no_sentence_transformers(name, *args, **kwargs):
@@ -40,8 +40,8 @@ def test_the_test_embedder_is_never_chosen_silently(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_sentence_transformers)
-    with pytest.raises(EmbeddingError, match=r"dspy-memory\[local\]"):
-        LocalEmbedder().embed(["hello"])
+    with pytest.raises(EmbeddingError, match=r"dspy-memory\[sentence-transformers\]"):
+        LocalEmbedder("BAAI/bge-small-en-v1.5").embed(["hello"])
 
 
 def test_cache_by_content_hash_and_batching():

