@@ -117,8 +117,10 @@ def check_embedder(spec: str | None, db: str | None, recorded: tuple[str, int] |
 
 def _embedder_fix(spec: str) -> str:
     kind, _, model = spec.partition(":")
+    if kind == "local" and model:
+        return "pip install 'dspy-memory[sentence-transformers]' (torch: see the README's install table)"
     if kind == "local":
-        return "pip install 'dspy-memory[local]' (install torch for CPU first; see the README)"
+        return "pip install 'dspy-memory[local]'"
     if kind == "ollama":
         return f"ollama serve, then ollama pull {model or 'nomic-embed-text'} (and pip install 'dspy-memory[ollama]')"
     if kind == "openai":

@@ -12,7 +12,12 @@ class ExtensionLoadError(DSPyMemoryError):
 
 
 class EmbedderMismatchError(DSPyMemoryError):
-    """The memory file was built with a different embedder than the one it was opened with."""
+    """The memory file was built with a different embedder than the one it was opened with.
+    `recorded` is the name of the embedder the file was built with."""
+
+    def __init__(self, message: str, *, recorded: str | None = None) -> None:
+        super().__init__(message)
+        self.recorded = recorded
 
 
 class EmbeddingError(DSPyMemoryError):
@@ -31,6 +36,22 @@ class InvalidInputError(DSPyMemoryError, ValueError, TypeError):
 class ScopeError(InvalidInputError):
     """A call did not name a scope, named it badly, or (in strict scope mode) reached for a
     memory by id without the scope that owns it."""
+
+
+class MemoryFileError(DSPyMemoryError, OSError):
+    """The path cannot hold a memory file: a folder, not a SQLite file, or not writable."""
+
+
+class MemoryFolderMissingError(MemoryFileError, FileNotFoundError):
+    """The folder the memory file should go in does not exist."""
+
+
+class MemoryClosedError(DSPyMemoryError, RuntimeError):
+    """The Memory was closed; open the file again."""
+
+    @classmethod
+    def for_path(cls, path: str) -> MemoryClosedError:
+        return cls(f"this Memory is closed; open the file again: Memory({path!r})")
 
 
 class SchemaError(DSPyMemoryError):

@@ -96,6 +96,14 @@ class Draft:
     at: TimeLike | None = None
 
 
+def _content(value: Any, name: str) -> str:
+    """Text to remember: valid, and not empty (an empty add would store nothing, silently)."""
+    text = valid_text(value, name)
+    if not text.strip():
+        raise InvalidInputError(f"{name} is empty: there is nothing to remember")
+    return text
+
+
 def _message(item: Mapping[str, Any], position: int) -> Draft:
     where = f"message {position}"
     content = valid_text(item.get("content"), f"{where}: 'content'")
@@ -124,10 +132,17 @@ def drafts_from_input(messages: MessagesInput) -> list[Draft]:
     """Accept a string (text), a message dict, a list of message dicts or strings, or any other
     JSON-serializable dict (stored as a json episode)."""
     if isinstance(messages, str):
-        return [Draft(source="text", content=valid_text(messages, "the text to add"))]
+        return [Draft(source="text", content=_content(messages, "the text to add"))]
     if isinstance(messages, Mapping):
         if "content" in messages:
-            return [_message(messages, 0)]
+            draft = _message(messages, 0)
+            _content(draft.content, "message 0: 'content'")
+            return [draft]
+        if "role" in messages:  # a message whose text is under another key, e.g. "text"
+            raise InvalidInputError(
+                "a message needs 'content' (the text to remember); got keys "
+                f"{', '.join(sorted(map(str, messages)))}. A dict without 'role' is stored as JSON data."
+            )
         check_json(messages, "the JSON to add")
         return [Draft(source="json", content=json.dumps(messages, ensure_ascii=False, sort_keys=True))]
     if isinstance(messages, Sequence) and not isinstance(messages, (bytes, bytearray)):
@@ -144,6 +159,10 @@ def drafts_from_input(messages: MessagesInput) -> list[Draft]:
                 )
         if not drafts:
             raise InvalidInputError("add() got an empty list of messages")
+        if not any(draft.content.strip() for draft in drafts):
+            raise InvalidInputError("every message is empty: there is nothing to remember")
+        # A blank message among others (e.g. an assistant turn that only called a tool) is kept
+        # as an episode, so the transcript stays whole, and makes no memory.
         return drafts
     raise InvalidInputError(
         "add() takes a string, a message dict, or a list of messages "

@@ -11,8 +11,14 @@ from typing import Any
 from dspy_memory.background import BackgroundWriter
 from dspy_memory.blocks import CoreMemory
 from dspy_memory.config import MemoryConfig
-from dspy_memory.embed import Embedder, choose_embedder, make_embedder
-from dspy_memory.errors import InvalidInputError, LMUnavailableError, MemoryNotFoundError, ScopeError
+from dspy_memory.embed import Embedder, choose_embedder, make_embedder, reopen_advice
+from dspy_memory.errors import (
+    EmbedderMismatchError,
+    InvalidInputError,
+    LMUnavailableError,
+    MemoryNotFoundError,
+    ScopeError,
+)
 from dspy_memory.inputs import MessagesInput, check_count, check_id
 from dspy_memory.lm import make_lm, resolve_lm
 from dspy_memory.profile import Profiles, ProfileUpdate
@@ -117,7 +123,12 @@ class Memory:
                 batch_size=config.embed_batch_size,
                 cache_size=config.embed_cache_size,
             )
-            self.store.bind_embedder(self.embedder.name, self.embedder.dim)
+            try:
+                self.store.bind_embedder(self.embedder.name, self.embedder.dim)
+            except EmbedderMismatchError as exc:
+                raise EmbedderMismatchError(
+                    f"{exc} {reopen_advice(exc.recorded or '')}", recorded=exc.recorded
+                ) from None
         except BaseException:
             self.store.close()
             raise
@@ -516,6 +527,7 @@ class Memory:
         """
         from dspy_memory.tools import make_tools
 
+        self.store.check_open()  # tools made now would fail later, in the middle of an agent run
         return make_tools(self, Scope.of(user_id, agent_id, run_id), allow)
 
     def check(self) -> AuditReport:
@@ -563,7 +575,9 @@ class Memory:
             clear()
 
     def close(self) -> None:
-        """Process queued background adds, then close the file."""
+        """Process queued background adds, then close the file. Closing twice is harmless."""
+        if self.store.closed:
+            return
         self._background.close()
         self._retriever.close()
         self._writer.claims.release()

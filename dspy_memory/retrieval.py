@@ -165,6 +165,7 @@ class Retriever:
             # densely; the model, numpy and SQLite release the GIL. Measured at 10k memories
             # with precomputed query vectors: 0.75-1.0x the time of both in a row; with MiniLM in
             # the loop the keyword search is hidden behind the embedding.
+            self.store.check_open()  # a closed pool would say "cannot schedule new futures"
             future = self._pool.submit(keyword_source)
             dense = dense_source()
             keyword = future.result()

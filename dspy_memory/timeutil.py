@@ -8,6 +8,7 @@ with an `InvalidInputError` that says what is accepted. Naive datetimes are take
 
 from __future__ import annotations
 
+import logging
 import numbers
 from datetime import date, datetime, time, timezone
 
@@ -20,6 +21,10 @@ ACCEPTED = (
     "a datetime, a date, an ISO-8601 string (e.g. '2024-03-01' or '2024-03-01T09:30:00+02:00') "
     "or epoch seconds, between 0001-01-01 and 9999-12-31 UTC"
 )
+
+
+# Numbers read as epoch seconds before this are more often a mistake than a time: warn.
+_PLAUSIBLE_EPOCH = datetime(1980, 1, 1, tzinfo=timezone.utc)
 
 
 def utcnow() -> datetime:
@@ -39,9 +44,19 @@ def _parse(value: object, name: str) -> datetime:
         return datetime.combine(value, time.min)
     if isinstance(value, numbers.Real):  # int, float and numpy's numbers; not Decimal
         try:
-            return datetime.fromtimestamp(float(value), tz=timezone.utc)
+            moment = datetime.fromtimestamp(float(value), tz=timezone.utc)
         except (OverflowError, OSError, ValueError):  # nan, inf, or outside years 1-9999
             raise _refuse(name, value, "is not a number of epoch seconds in range") from None
+        if moment < _PLAUSIBLE_EPOCH:
+            # Deliberate (time.time() works), but at=12345 lands in 1970: say so.
+            logging.getLogger("dspy_memory").warning(
+                "%s=%s was read as epoch seconds: %s; pass a datetime or an ISO-8601 string "
+                "if you meant something else",
+                name,
+                value,
+                moment.isoformat(),
+            )
+        return moment
     if isinstance(value, str):
         text = value.strip()
         if text.endswith(("Z", "z")):

@@ -29,7 +29,7 @@ from dspy_memory.inputs import MessagesInput, episodes_from_input, turn_text
 from dspy_memory.lm import lm_name, prompt_tokens, run_program, short_error
 from dspy_memory.plan import Plan, PlanLimits, deletable_aliases, forget_requests, plan_ops
 from dspy_memory.retrieval import Retriever
-from dspy_memory.store import Store, TimeView
+from dspy_memory.store import NewMemory, Store, TimeView
 from dspy_memory.text import content_hash
 from dspy_memory.timeutil import TimeLike, now_db, to_db, utcnow
 from dspy_memory.tokens import count_tokens
@@ -200,12 +200,44 @@ class Writer:
                 for episode, vector in zip(todo, vectors)
                 if episode.id not in stored and episode.id in held
             ]
-            row_ids = self.store.insert_memories(items, actor=actor)
+            items, repeats = self._repeats(items)
+            inserted = dict(zip([item.id for item in items], self.store.insert_memories(items, actor=actor)))
+            for memory_id, (row_id, episode_ids) in repeats.items():
+                self.store.restated(row_id or inserted[memory_id], memory_id, episode_ids)
+            row_ids = [*inserted.values(), *(row_id for row_id, _ in repeats.values() if row_id)]
             self.store.episodes.mark([e.id for e in episodes if e.id in held and not e.infer], "done")
             waiting = [e.id for e in episodes if e.id in held and e.infer]
             self.store.episodes.mark(waiting, "failed", error=error or NO_LM)
             found = self.store.records_with_provenance(row_ids, TimeView.at())
         return [found[row_id][0] for row_id in row_ids]
+
+    def _repeats(
+        self, items: list[NewMemory]
+    ) -> tuple[list[NewMemory], dict[str, tuple[int | None, list[str]]]]:
+        """Raw turns to insert, and the ones that repeat a turn already stored (or earlier in the
+        batch) with the same scope, text and time: {memory id: (its row id, or None while it is
+        still to be inserted; the episodes that said it again)}. Runs inside the write
+        transaction, so concurrent writers of one text make one memory."""
+        keys = [
+            (Scope(user_id=i.user_id, agent_id=i.agent_id, run_id=i.run_id), i.content_hash, i.valid_at)
+            for i in items
+        ]
+        existing = self.store.current_turns(keys)
+        fresh: list[NewMemory] = []
+        first: dict[tuple[Any, ...], NewMemory] = {}
+        repeats: dict[str, tuple[int | None, list[str]]] = {}
+        for item, key, found in zip(items, keys, existing):
+            if found is not None:
+                target: tuple[int | None, str] = found
+            elif key in first:
+                target = (None, first[key].id)
+            else:
+                first[key] = item
+                fresh.append(item)
+                continue
+            row_id, memory_id = target
+            repeats.setdefault(memory_id, (row_id, []))[1].extend(item.episode_ids)
+        return fresh, repeats
 
     # -- inference -----------------------------------------------------------------------------
 

@@ -53,7 +53,7 @@ def test_errors_are_short_messages_not_tracebacks(tmp_path, capsys):
     assert main(["search", "x", "--db", db, "--embedder", "test"]) == 2
     assert "scope is required" in capsys.readouterr().err
     assert main(["search", "x", "--user", "a", "--db", db, "--embedder", "test:128"]) == 2
-    assert "Open it with" in capsys.readouterr().err
+    assert "Leave embedder= out" in capsys.readouterr().err
 
 
 def test_demo_runs_offline_with_the_test_embedder(monkeypatch, capsys):

@@ -55,11 +55,16 @@ def test_readme_snippets_run(tmp_path, monkeypatch, minilm):
         monkeypatch.setenv("OLLAMA_HOST", ollama_url)
         monkeypatch.setenv("OPENAI_BASE_URL", f"{openai_url}/v1")
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        namespace: dict = {}
-        for index, block in enumerate(python_blocks()):
-            try:
-                exec(compile(block, f"README.md python block {index + 1}", "exec"), namespace)
-            except Exception as exc:  # pragma: no cover - the message names the block
-                raise AssertionError(f"README python block {index + 1} failed: {exc!r}\n{block}") from exc
-            finally:
-                dspy.configure(lm=None)  # the Ollama example configures dspy's LM globally
+        # Twice, on the same files: a user re-running the examples must get the same results
+        # (the same raw text at the same time is one memory, not a duplicate).
+        for run in ("first", "second"):
+            namespace: dict = {}
+            for index, block in enumerate(python_blocks()):
+                try:
+                    exec(compile(block, f"README.md python block {index + 1}", "exec"), namespace)
+                except Exception as exc:  # pragma: no cover - the message names the block
+                    raise AssertionError(
+                        f"README python block {index + 1} failed on the {run} run: {exc!r}\n{block}"
+                    ) from exc
+                finally:
+                    dspy.configure(lm=None)  # the Ollama example configures dspy's LM globally

@@ -10,6 +10,7 @@ from dspy_memory.embed.hashing import HashEmbedder
 from dspy_memory.embed.local import MINILM, LocalEmbedder
 from dspy_memory.embed.remote import OllamaEmbedder, OpenAIEmbedder
 from dspy_memory.embed.wrap import CallableEmbedder, from_dspy_embedder, is_embedder
+from dspy_memory.errors import EmbedderMismatchError
 
 SPECS = (
     "local",
@@ -64,6 +65,21 @@ def spec_for_recorded(name: str) -> str | None:
     return None
 
 
+def reopen_advice(recorded: str) -> str:
+    """How to open a file built with the embedder named `recorded`: advice that works as given."""
+    spec = spec_for_recorded(recorded)
+    if spec is None:
+        return (
+            f"It was built with a custom embedder ({recorded!r}), which cannot be rebuilt from its "
+            "name: pass the same embedder object (an Embedder whose name is "
+            f"{recorded!r}), or use a new file for the new embedder."
+        )
+    return (
+        "Leave embedder= out to open it with the embedder it was built with, or pass "
+        f"embedder={spec!r}; or use a new file for the new embedder."
+    )
+
+
 def choose_embedder(given: Any, configured: str | None, recorded: str | None, *, path: str) -> Any:
     """The embedder to open a file with: the one given, else the configured spec, else the one
     the file was built with, else the local model."""
@@ -74,9 +90,8 @@ def choose_embedder(given: Any, configured: str | None, recorded: str | None, *,
     if recorded is not None:
         spec = spec_for_recorded(recorded)
         if spec is None:
-            raise ValueError(
-                f"{path} was built with embedder {recorded!r}, which cannot be rebuilt from its "
-                "name; pass the same embedder: Memory(path, embedder=...)"
+            raise EmbedderMismatchError(
+                f"{path} was built with embedder {recorded!r}. {reopen_advice(recorded)}", recorded=recorded
             )
         return spec
     return "local"
@@ -93,5 +108,6 @@ __all__ = [
     "OpenAIEmbedder",
     "from_dspy_embedder",
     "make_embedder",
+    "reopen_advice",
     "text_hash",
 ]

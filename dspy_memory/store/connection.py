@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
-from dspy_memory.errors import ExtensionLoadError
+from dspy_memory.errors import ExtensionLoadError, MemoryClosedError
 
 # sqlean.py first: a recent SQLite with extension loading on Linux, macOS and Windows.
 DRIVER_MODULES = ("sqlean", "pysqlite3.dbapi2", "sqlite3")
@@ -135,8 +135,7 @@ class Connections:
             self._all.append(self._shared)
 
     def _conn(self) -> Any:
-        if self._closed:
-            raise RuntimeError("this Memory is closed")
+        self.check_open()
         if self._shared is not None:
             return self._shared
         conn = getattr(self._local, "conn", None)
@@ -230,6 +229,14 @@ class Connections:
     def in_transaction(self) -> bool:
         """Whether this thread is inside `transaction()`."""
         return bool(getattr(self._local, "depth", 0))
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def check_open(self) -> None:
+        if self._closed:
+            raise MemoryClosedError.for_path(self.path)
 
     def close(self) -> None:
         with self._all_lock:

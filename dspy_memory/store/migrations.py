@@ -224,10 +224,16 @@ _V3 = (
     *_PADDED_YEARS,
 )
 
+# Raw turns found by text and time, across versions: the same text said in the same scope at
+# the same time is one memory, also after it was corrected (a replay must not bring the wrong
+# version back).
+_V4 = ("CREATE INDEX memories_turns ON memories (content_hash, valid_at) WHERE kind = 'turn'",)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "write path: superseded_by, episode intent, write runs", _V2),
     Migration(3, "episode claims; four-digit years", _V3),
+    Migration(4, "raw turns by text and time", _V4),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from dspy_memory.errors import EmbedderMismatchError
+from dspy_memory.errors import EmbedderMismatchError, MemoryFileError, MemoryFolderMissingError
 from dspy_memory.store import keyword
 from dspy_memory.store.audit import audit
 from dspy_memory.store.blocks import BlockStore
@@ -47,6 +47,38 @@ def _partition(scope: Scope) -> str | None:
     return None if scope.any_user else NO_USER
 
 
+def _checked_file_path(path: str) -> str:
+    """`path` with ~ expanded, once it can name a memory file (else a MemoryFileError that says
+    why): not a folder, in a folder that exists."""
+    expanded = Path(path).expanduser()
+    if expanded.is_dir():
+        raise MemoryFileError(
+            f"{path!r} is a folder; give a file name in it, e.g. {str(expanded / 'memory.db')!r}"
+        )
+    parent = expanded.resolve().parent
+    if not parent.is_dir():
+        raise MemoryFolderMissingError(
+            f"cannot create the memory file {path!r}: folder {str(parent)!r} does not exist"
+        )
+    return str(expanded)
+
+
+def _file_error(path: str, exc: Exception) -> MemoryFileError:
+    """What a driver error on opening means for the user."""
+    text = str(exc)
+    if "not a database" in text:
+        return MemoryFileError(
+            f"{path!r} is not a SQLite memory file (or it is encrypted or damaged): {text}. "
+            "Give a new file name; the file was not changed."
+        )
+    if "readonly" in text or "unable to open" in text:
+        return MemoryFileError(
+            f"cannot open {path!r} for writing: {text}. Check that you can write to the file and "
+            "its folder (SQLite also writes the -wal and -shm files next to it)."
+        )
+    return MemoryFileError(f"cannot open the memory file {path!r}: {text}")
+
+
 class Store(MemoryWrites):
     """Schema, transactions, memory reads and search; memory writes come from MemoryWrites.
     Episodes, the vector and keyword indexes, erasure, entities, the write-run log and core
@@ -69,14 +101,10 @@ class Store(MemoryWrites):
     ) -> None:
         path = os.fspath(path)
         if path != ":memory:" and not path.startswith("file:"):
-            parent = Path(path).expanduser().resolve().parent
-            if not parent.is_dir():
-                raise FileNotFoundError(
-                    f"cannot create the memory file {path!r}: folder {str(parent)!r} does not exist"
-                )
-            path = str(Path(path).expanduser())
+            path = _checked_file_path(path)
         self.path = path
-        self._conns = Connections(path, resolve_driver(driver), busy_timeout_ms=busy_timeout_ms)
+        drivers = resolve_driver(driver)
+        self._conns = Connections(path, drivers, busy_timeout_ms=busy_timeout_ms)
         self.vectors = VectorIndex(cache_min_rows=vector_cache_min_rows, cache_max_rows=vector_cache_max_rows)
         self.keywords = keyword.KeywordIndex(score_budget=keyword_score_budget)
         self.episodes = EpisodeLog(self._conns)
@@ -84,9 +112,13 @@ class Store(MemoryWrites):
         self.graph = EntityGraph(self._conns)
         self.runs = WriteRunLog(self._conns)
         self.blocks = BlockStore(self._conns)
-        with self._conns.read() as conn:
-            migrate(conn)
-            bound = self._meta(conn, "embedder_dim")
+        try:
+            with self._conns.read() as conn:
+                migrate(conn)
+                bound = self._meta(conn, "embedder_dim")
+        except drivers.DatabaseError as exc:
+            self._conns.close()
+            raise _file_error(path, exc) from None
         if bound is not None:
             self.vectors.dim = int(bound)
 
@@ -104,6 +136,14 @@ class Store(MemoryWrites):
 
     def close(self) -> None:
         self._conns.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._conns.closed
+
+    def check_open(self) -> None:
+        """Raise MemoryClosedError once the store is closed."""
+        self._conns.check_open()
 
     @staticmethod
     def _meta(conn: Any, key: str) -> str | None:
@@ -129,8 +169,8 @@ class Store(MemoryWrites):
             if bound_name != name or int(bound_dim) != dim:
                 raise EmbedderMismatchError(
                     f"{self.path} was built with embedder {bound_name!r} ({bound_dim} dimensions) "
-                    f"but was opened with {name!r} ({dim} dimensions). Open it with "
-                    f"embedder={bound_name!r}, or use a new file for the new embedder."
+                    f"but was opened with {name!r} ({dim} dimensions).",
+                    recorded=bound_name,
                 )
             self.vectors.dim = dim
 

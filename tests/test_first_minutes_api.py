@@ -1,0 +1,201 @@
+"""What a new user of the Python API trips over first (issue 11): advice that must work when
+followed literally, a closed Memory, paths that are not files, quiet input mistakes, and the
+same raw text stored twice."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+
+import pytest
+
+from dspy_memory import DSPyMemoryError, EmbedderMismatchError, InvalidInputError, Memory
+from dspy_memory.embed import HashEmbedder
+
+
+def test_the_embedder_mismatch_advice_works_when_followed_literally(db_path):
+    Memory(db_path, embedder="test:64").close()
+    with pytest.raises(EmbedderMismatchError) as info:
+        Memory(db_path, embedder="test:32")
+    message = str(info.value)
+    spec = re.search(r"embedder=(['\"])(.+?)\1", message)
+    assert spec is not None, message
+    with Memory(db_path, embedder=spec.group(2)) as memory:
+        assert memory.embedder.name == "test-hash-v1:64"
+    assert "leave embedder= out" in message.lower() or "leaving embedder= out" in message.lower()
+    with Memory(db_path) as memory:  # and leaving it out does work
+        assert memory.embedder.name == "test-hash-v1:64"
+
+
+def test_mismatch_with_an_embedder_that_has_no_spec_says_to_pass_the_same_object(db_path):
+    from dspy_memory.embed import CallableEmbedder
+
+    custom = CallableEmbedder(HashEmbedder(16).embed, name="my-model-v1", dim=16)
+    Memory(db_path, embedder=custom).close()
+    with pytest.raises(EmbedderMismatchError, match="my-model-v1") as info:
+        Memory(db_path, embedder="test:64")
+    assert "same embedder" in str(info.value)
+
+
+METHODS = {
+    "add": lambda m: m.add("x", user_id="a", infer=False),
+    "log": lambda m: m.log("x", user_id="a"),
+    "search": lambda m: m.search("x", user_id="a"),
+    "get": lambda m: m.get("0" * 36, user_id="a"),
+    "get_all": lambda m: m.get_all(user_id="a"),
+    "history": lambda m: m.history("0" * 36, user_id="a"),
+    "update": lambda m: m.update("0" * 36, "y", user_id="a"),
+    "delete": lambda m: m.delete("0" * 36, user_id="a"),
+    "delete_scope": lambda m: m.delete_scope(user_id="a"),
+    "context": lambda m: m.context("x", user_id="a"),
+    "timeline": lambda m: m.timeline(subject="Ada", user_id="a"),
+    "stats": lambda m: m.stats(),
+    "check": lambda m: m.check(),
+    "reprocess": lambda m: m.reprocess(),
+    "tools": lambda m: m.tools(user_id="a"),
+}
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_a_closed_memory_says_so_from_every_method(db_path, method):
+    memory = Memory(db_path, embedder="test")
+    memory.close()
+    with pytest.raises(DSPyMemoryError, match=r"closed.*Memory\("):
+        METHODS[method](memory)
+
+
+def test_close_twice_is_fine(db_path):
+    memory = Memory(db_path, embedder="test")
+    memory.close()
+    memory.close()
+
+
+def test_a_directory_or_a_file_that_is_not_a_memory_file_is_named(tmp_path):
+    with pytest.raises(DSPyMemoryError, match=f"{re.escape(str(tmp_path))}.*is a folder"):
+        Memory(str(tmp_path), embedder="test")
+    text = tmp_path / "notes.txt"
+    text.write_text("these are my notes, not a database " * 200)
+    with pytest.raises(DSPyMemoryError, match="notes.txt.*not a SQLite"):
+        Memory(str(text), embedder="test")
+    assert text.read_text().startswith("these are my notes")  # and it was left alone
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes anywhere")
+def test_an_unwritable_folder_is_named(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        with pytest.raises(DSPyMemoryError, match="locked"):
+            Memory(str(locked / "m.db"), embedder="test")
+    finally:
+        locked.chmod(0o755)
+
+
+@pytest.mark.parametrize("content", ["", "   ", "\n\t"])
+def test_empty_content_is_refused_and_nothing_is_stored(db_path, content):
+    with Memory(db_path, embedder="test") as memory:
+        for given in (
+            content,
+            [content],
+            {"role": "user", "content": content},
+            [content, {"content": content}],
+        ):
+            with pytest.raises(InvalidInputError, match="empty"):
+                memory.add(given, user_id="a", infer=False)
+        assert memory.stats()["tables"]["episodes"] == 0
+        # A blank message among others keeps the transcript whole: an episode, no memory.
+        result = memory.add(["fine", content], user_id="a", infer=False)
+        assert len(result.episodes) == 2 and len(result.memories) == 1
+
+
+def test_a_message_dict_without_content_is_refused_with_its_keys(db_path):
+    with Memory(db_path, embedder="test") as memory:
+        with pytest.raises(InvalidInputError, match=r"'content'.*role, text"):
+            memory.add({"role": "user", "text": "hi"}, user_id="a", infer=False)
+        assert memory.stats()["tables"]["episodes"] == 0
+        # A dict that is not a message is JSON data, on purpose (docs/write-path.md).
+        result = memory.add({"temperature_c": 21, "room": "kitchen"}, user_id="a", infer=False)
+        assert result.episodes[0].source == "json"
+
+
+def test_a_number_as_time_is_read_as_epoch_seconds_and_a_suspicious_one_is_flagged(db_path, caplog):
+    with Memory(db_path, embedder="test") as memory:
+        with caplog.at_level(logging.WARNING, logger="dspy_memory"):
+            result = memory.add("said long ago", user_id="a", at=12345, infer=False)
+        assert result.episodes[0].occurred_at.year == 1970
+        assert any("12345" in r.getMessage() and "epoch seconds" in r.getMessage() for r in caplog.records)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="dspy_memory"):
+            memory.add("said in 2024", user_id="a", at=1709278200, infer=False)
+        assert not caplog.records
+
+
+def test_the_same_raw_text_in_the_same_scope_at_the_same_time_is_one_memory(db_path):
+    with Memory(db_path, embedder="test") as memory:
+        first = memory.add("Ada moved to Denver.", user_id="ada", at="2024-05-02", infer=False)
+        second = memory.add("Ada moved to Denver.", user_id="ada", at="2024-05-02", infer=False)
+        assert [r.id for r in second.memories] == [r.id for r in first.memories]
+        current = memory.get_all(user_id="ada")
+        assert len(current) == 1
+        assert current[0].access_count >= 1  # said again: counted as a recall
+        hits = memory.search("Denver", user_id="ada")
+        assert len(hits) == 1 and len(hits[0].provenance) == 2  # both episodes are kept
+        # Another time, another scope or other words are other memories.
+        memory.add("Ada moved to Denver.", user_id="ada", at="2024-06-01", infer=False)
+        memory.add("Ada moved to Denver.", user_id="bob", at="2024-05-02", infer=False)
+        memory.add("Ada moved to Denver!", user_id="ada", at="2024-05-02", infer=False)
+        assert len(memory.get_all(user_id="ada")) == 3
+        assert memory.check().ok
+
+
+def test_running_the_same_batch_twice_adds_nothing_new(db_path):
+    turns = [
+        {"role": "user", "name": "Ada", "content": f"turn {i}", "at": f"2024-01-0{i + 1}"} for i in range(5)
+    ]
+    with Memory(db_path, embedder="test") as memory:
+        memory.add(turns, user_id="ada", infer=False)
+        memory.add(turns, user_id="ada", infer=False)
+        assert len(memory.get_all(user_id="ada")) == 5
+        assert memory.stats()["tables"]["episodes"] == 10
+        assert memory.check().ok
+
+
+def test_two_writers_adding_the_same_text_at_once_make_one_memory(db_path):
+    Memory(db_path, embedder="test").close()
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            with Memory(db_path, embedder="test") as memory:
+                barrier.wait()
+                memory.add("Ada moved to Denver.", user_id="ada", at="2024-05-02", infer=False)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    with Memory(db_path) as memory:
+        assert len(memory.get_all(user_id="ada")) == 1
+        assert memory.check().ok
+
+
+def test_replaying_a_corrected_turn_does_not_bring_the_wrong_version_back(db_path):
+    with Memory(db_path, embedder="test") as memory:
+        said = memory.add("I live in Somerville.", user_id="ada", at="2024-01-08", infer=False)
+        memory_id = said.memories[0].id
+        memory.update(memory_id, "I live in Cambridge.", reason="typo", user_id="ada")
+        again = memory.add("I live in Somerville.", user_id="ada", at="2024-01-08", infer=False)
+        assert [record.id for record in again.memories] == [memory_id]
+        assert [record.content for record in memory.get_all(user_id="ada")] == ["I live in Cambridge."]
+        # Erased is gone: said again after a delete, it is a new memory.
+        memory.delete(memory_id, user_id="ada")
+        fresh = memory.add("I live in Somerville.", user_id="ada", at="2024-01-08", infer=False)
+        assert fresh.memories[0].id != memory_id
