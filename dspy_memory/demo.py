@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
+from dspy_memory.errors import WriteProgramError
 from dspy_memory.memory import Memory
 from dspy_memory.text import day
 from dspy_memory.timeutil import utcnow
@@ -82,12 +83,12 @@ def run_demo(
     with tempfile.TemporaryDirectory() as tmp:
         path = db or str(Path(tmp) / "demo.db")
         if lm is not None:
-            return _run_lm_demo(path, embedder=embedder, lm=lm, out=out)
+            return _run_lm_demo(path, embedder=embedder, lm=lm, out=out, kept=db is not None)
         print(LM_HINT, file=out)
         return _run_raw_demo(path, embedder=embedder, out=out)
 
 
-def _run_lm_demo(path: str, *, embedder: Any, lm: Any, out: TextIO) -> dict[str, Any]:
+def _run_lm_demo(path: str, *, embedder: Any, lm: Any, out: TextIO, kept: bool = True) -> dict[str, Any]:
     user, sessions = demo_sessions()
     with Memory(path, embedder=embedder, lm=lm) as memory:
         model = getattr(memory._lm_for(True), "model", lm)
@@ -109,7 +110,15 @@ def _run_lm_demo(path: str, *, embedder: Any, lm: Any, out: TextIO) -> dict[str,
             for rejected in result.rejected:
                 print(f"      refused    #{rejected.index} {rejected.action}: {rejected.reason}", file=out)
             if result.error:
-                print(f"      failed: {result.error} (kept as raw turns; reprocess() retries)", file=out)
+                # A tour of an LM that does not answer would show an empty timeline as if all
+                # was well: stop, and say where the chats are and how to retry.
+                where = (
+                    f"kept as raw turns in {path}; retry with: dspy-memory reprocess --db {path} --lm {model}"
+                    if kept
+                    else f"the demo's file was temporary: run it with --db PATH to keep the chats "
+                    f"and retry with: dspy-memory reprocess --db PATH --lm {model}"
+                )
+                raise WriteProgramError(f"the LM write failed: {result.error} ({where})", usage=result.usage)
             totals["episodes"] += len(result.episodes)
             for key in ("lm_calls", "prompt_tokens", "completion_tokens"):
                 totals[key] += getattr(usage, key)

@@ -7,6 +7,7 @@ import contextvars
 import logging
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,8 +96,10 @@ def run_program(
     usage = LMUsage()
     last: BaseException | None = None
     for attempt in range(max_attempts):
-        # A retry asks with a fresh rollout id, so a cached bad answer is not served again.
-        config = {"rollout_id": attempt} if attempt else {}
+        # A retry must reach the model: DSPy caches answers (on disk, across processes) under
+        # a key without the API base, and a rollout id changes nothing at temperature 0, so a
+        # cached bad answer would be served to every retry and every later reprocess().
+        config = {"rollout_id": attempt, "cache": False} if attempt else {}
         with dspy.context(lm=lm.copy(**config) if config else lm, adapter=adapter):
             with dspy.track_usage() as tracker:
                 try:
@@ -178,6 +181,35 @@ class LocalModels:
     host: str
 
 
+def check_ollama(host: str, models: Sequence[str | None], *, timeout: float = 5.0) -> None:
+    """Fail now, with what to run, unless the Ollama at `host` answers and has `models` pulled
+    (LMUnavailableError): better than the same connection error on every write, minutes later."""
+    from dspy_memory.ollama import has_model, ollama_models, output_format
+
+    available = ollama_models(host, timeout)
+    missing = [name for name in models if name is not None and not has_model(available, name)]
+    if missing:
+        pulls = " && ".join(f"ollama pull {name}" for name in missing)
+        raise LMUnavailableError(
+            f"Ollama at {host} does not have {', '.join(missing)} (it has: "
+            f"{', '.join(available) or 'no models'}). Run: {pulls}"
+        )
+    output_format(host, timeout=timeout)  # read the version now, not on the first write
+
+
+def checked_lm(
+    model: str, api_base: str | None = None, *, num_ctx: int | None = None, timeout: float = 5.0
+) -> Any:
+    """`make_lm(model, ...)`, after checking up front that an Ollama model can answer (other
+    providers are not called before the first write: a check would cost a paid call)."""
+    from dspy_memory.ollama import ollama_host, ollama_model_name
+
+    name = ollama_model_name(model)
+    if name is not None:
+        check_ollama(ollama_host(api_base), [name], timeout=timeout)
+    return make_lm(model, api_base, num_ctx=num_ctx)
+
+
 def local(
     llm: str = "llama3.2",
     embed: str | None = "nomic-embed-text",
@@ -205,29 +237,12 @@ def local(
     """
     import dspy
 
-    from dspy_memory.ollama import (
-        has_model,
-        ollama_host,
-        ollama_lm,
-        ollama_model_name,
-        ollama_models,
-        output_format,
-    )
+    from dspy_memory.ollama import ollama_host, ollama_lm, ollama_model_name
 
     host = ollama_host(host)
     chat_model = ollama_model_name(llm) or llm
     if check:
-        available = ollama_models(host, timeout)
-        missing = [
-            name for name in (chat_model, embed) if name is not None and not has_model(available, name)
-        ]
-        if missing:
-            pulls = " && ".join(f"ollama pull {name}" for name in missing)
-            raise LMUnavailableError(
-                f"Ollama at {host} does not have {', '.join(missing)} (it has: "
-                f"{', '.join(available) or 'no models'}). Run: {pulls}"
-            )
-        output_format(host, timeout=timeout)  # read the version now, not on the first write
+        check_ollama(host, [chat_model, embed], timeout=timeout)
     lm = ollama_lm(chat_model, host=host, num_ctx=num_ctx, **lm_kwargs)
     if configure:
         dspy.configure(lm=lm)

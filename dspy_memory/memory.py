@@ -44,6 +44,9 @@ from dspy_memory.write import Writer
 logger = logging.getLogger("dspy_memory")
 
 
+# Ids are UUIDs (36 characters); the agent tools and the CLI show the first 8.
+FULL_ID_LENGTH = 36
+MIN_ID_PREFIX = 8
 _NEEDS_SCOPE = (
     "{method}() needs the scope that owns the memory: pass user_id= (and agent_id=/run_id= if it "
     "was stored with them), or all_scopes=True to reach any scope"
@@ -245,7 +248,7 @@ class Memory:
             raise InvalidInputError("update() needs the new content as a non-empty string")
         if reason is not None:
             valid_text(reason, "reason")
-        scope = self._owning_scope("update", user_id, agent_id, run_id, all_scopes)
+        memory_id, scope = self._owned("update", memory_id, user_id, agent_id, run_id, all_scopes)
         current = self.store.get_memory(memory_id, scope=scope)
         if current is None or current.status == "expired":
             raise MemoryNotFoundError(f"no current memory with id {memory_id!r}")
@@ -274,8 +277,7 @@ class Memory:
         """Forget a memory for good: every version, its vectors and keyword entries, its source
         episodes and entities (unless other memories refer to them) and the content of its
         history. Pass the scope that owns the memory, or all_scopes=True (docs/scopes.md)."""
-        check_id(memory_id)
-        scope = self._owning_scope("delete", user_id, agent_id, run_id, all_scopes)
+        memory_id, scope = self._owned("delete", memory_id, user_id, agent_id, run_id, all_scopes)
         result = self.store.erase.memory(memory_id, scope=scope)
         self._drop_cached_vectors()
         return result
@@ -349,8 +351,7 @@ class Memory:
         """The current version of a memory (or its last version, marked expired); None if
         there is no such memory in the scope. Pass the scope that owns the memory, or
         all_scopes=True (docs/scopes.md)."""
-        check_id(memory_id)
-        scope = self._owning_scope("get", user_id, agent_id, run_id, all_scopes)
+        memory_id, scope = self._owned("get", memory_id, user_id, agent_id, run_id, all_scopes)
         self._retriever.flush()
         return self.store.get_memory(memory_id, scope=scope)
 
@@ -387,8 +388,7 @@ class Memory:
     ) -> list[Event]:
         """How a memory changed: its ADD, UPDATE, INVALIDATE, ... events, oldest first. Pass
         the scope that owns the memory, or all_scopes=True (docs/scopes.md)."""
-        check_id(memory_id)
-        scope = self._owning_scope("history", user_id, agent_id, run_id, all_scopes)
+        memory_id, scope = self._owned("history", memory_id, user_id, agent_id, run_id, all_scopes)
         return self.store.history(memory_id, scope=scope)
 
     def timeline(
@@ -548,6 +548,24 @@ class Memory:
         """The scope a read names (docs/scopes.md): in strict mode an omitted user_id means
         "stored without a user"; in wildcard mode it matches any user."""
         return Scope.of(user_id, agent_id, run_id, any_user=self.config.scope_mode == "wildcard")
+
+    def _owned(
+        self, method: str, memory_id: Any, user_id: Any, agent_id: Any, run_id: Any, all_scopes: bool
+    ) -> tuple[str, Scope | None]:
+        """(the full id, the scope a by-id call must match). A unique prefix of at least 8
+        characters stands for the id, as the agent tools and the CLI show ids shortened."""
+        check_id(memory_id)
+        scope = self._owning_scope(method, user_id, agent_id, run_id, all_scopes)
+        if MIN_ID_PREFIX <= len(memory_id) < FULL_ID_LENGTH:
+            found = self.store.ids_with_prefix(memory_id, scope, limit=6)
+            if len(found) > 1:
+                raise InvalidInputError(
+                    f"{method}(): id prefix {memory_id!r} matches several memories "
+                    f"({', '.join(found[:5])}{', ...' if len(found) > 5 else ''}); give more characters"
+                )
+            if found:
+                return found[0], scope
+        return memory_id, scope
 
     def _owning_scope(
         self, method: str, user_id: Any, agent_id: Any, run_id: Any, all_scopes: bool

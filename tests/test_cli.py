@@ -41,7 +41,7 @@ def test_add_search_update_history_delete(tmp_path, capsys):
     assert main(["context", "where does ada live", "--user", "ada", "--budget", "200", "--db", db]) == 0
     out, err = capsys.readouterr()
     assert "## Recent conversation" in out and "/200 tokens" in err
-    assert main(["stats", "--db", db]) == 0
+    assert main(["stats", "--db", db, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["tables"]["memories"] == 2
     assert main(["delete-scope", "--user", "ada", "--db", db]) == 0
     capsys.readouterr()
@@ -53,7 +53,8 @@ def test_errors_are_short_messages_not_tracebacks(tmp_path, capsys):
     assert main(["search", "x", "--db", db, "--embedder", "test"]) == 2
     assert "scope is required" in capsys.readouterr().err
     assert main(["search", "x", "--user", "a", "--db", db, "--embedder", "test:128"]) == 2
-    assert "Leave embedder= out" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "Leave --embedder out" in err and "--embedder test:64" in err
 
 
 def test_demo_runs_offline_with_the_test_embedder(monkeypatch, capsys):
@@ -90,13 +91,13 @@ def test_check_reports_a_broken_invariant_with_exit_1(tmp_path, capsys):
 
     db = str(tmp_path / "cli.db")
     assert main(["add", "I moved to Denver.", "--user", "ada", "--db", db, "--embedder", "test"]) == 0
-    assert main(["check", "--db", db]) == 0
+    assert main(["check", "--db", db, "--json"]) == 0
     assert json.loads(capsys.readouterr().out.split("\n", 1)[1])["ok"] is True
     conn = sqlean.connect(db)
     with conn:  # a memory row whose keyword entry is gone: the indexes no longer agree
         conn.execute("DELETE FROM memories_fts")
     conn.close()
-    assert main(["check", "--db", db]) == 1
+    assert main(["check", "--db", db, "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] is False and report["index_mismatch"] is True
     assert report["rows"]["keyword_entries"] == 0 and report["rows"]["memories"] == 1

@@ -199,3 +199,34 @@ def test_replaying_a_corrected_turn_does_not_bring_the_wrong_version_back(db_pat
         memory.delete(memory_id, user_id="ada")
         fresh = memory.add("I live in Somerville.", user_id="ada", at="2024-01-08", infer=False)
         assert fresh.memories[0].id != memory_id
+
+
+def test_a_retry_reaches_the_model_even_when_dspy_caches_answers(tmp_path):
+    """DSPy caches LM answers (in memory and on disk, keyed without the API base; at
+    temperature 0 a rollout id changes nothing): a bad answer must not be served again to a
+    retry or to a later reprocess() once the model answers well. Failed before: every attempt
+    got the cached garbage."""
+    import dspy
+
+    from dspy_memory.testing import ScriptedEngine, oracle_responder
+
+    text = "I moved to Denver."
+    facts = {
+        text: [
+            {"content": "Ada lives in Denver.", "subject": "Ada", "predicate": "lives_in", "object": "Denver"}
+        ]
+    }
+    broken = ScriptedEngine(lambda call: "garbage, not an answer")
+    with Memory(
+        str(tmp_path / "a.db"), embedder="test", lm=dspy.LM("scripted/cached", engine=broken, temperature=0.0)
+    ) as memory:
+        assert memory.add(text, user_id="ada").error is not None  # the outage: answers cached
+    healthy = ScriptedEngine(oracle_responder(facts))
+    with Memory(
+        str(tmp_path / "b.db"),
+        embedder="test",
+        lm=dspy.LM("scripted/cached", engine=healthy, temperature=0.0),
+    ) as memory:
+        result = memory.add(text, user_id="ada")
+    assert result.error is None and len(healthy.calls) == 1
+    assert [op.action for op in result.ops] == ["ADD"]

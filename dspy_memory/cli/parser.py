@@ -1,0 +1,140 @@
+"""The command line's commands and options (each one documented in docs/cli.md)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from dspy_memory.cli import commands as c
+
+DEFAULT_DB = "memory.db"
+LM_HELP = (
+    "DSPy model string of the LM that writes memories, e.g. ollama_chat/llama3.2 (default: $DSPY_MEMORY_LM)"
+)
+ID_HELP = "the memory's id, or a unique prefix of at least 8 characters (as search and the agent tools show)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dspy-memory", description="Long-term, time-aware memory for DSPy agents in one SQLite file."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_text: str, func: Any, *, scoped: bool = True) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(func=func)
+        p.add_argument(
+            "--db",
+            default=os.environ.get("DSPY_MEMORY_PATH", DEFAULT_DB),
+            help="memory file (default: $DSPY_MEMORY_PATH or memory.db)",
+        )
+        p.add_argument(
+            "--embedder",
+            default=None,
+            help="embedder spec, e.g. local, ollama:nomic-embed-text (default: the file's own)",
+        )
+        p.add_argument("--json", action="store_true", help="print JSON")
+        if scoped:
+            p.add_argument("--user", default=None, help="user_id of the scope")
+            p.add_argument("--agent", default=None, help="agent_id of the scope")
+            p.add_argument("--run", default=None, help="run_id of the scope")
+        return p
+
+    def by_id(name: str, help_text: str, func: Any) -> argparse.ArgumentParser:
+        p = command(name, help_text, func)
+        p.add_argument("memory_id", help=ID_HELP)
+        p.add_argument(
+            "--all-scopes",
+            action="store_true",
+            help="reach the memory in any scope (without it, give the scope that owns it)",
+        )
+        return p
+
+    demo = sub.add_parser(
+        "demo",
+        help="tour memory on a shipped conversation (raw mode offline; the LM path with --lm)",
+        description="Tour memory on a shipped conversation: raw mode offline, or the LM write path "
+        "when --lm or DSPY_MEMORY_LM names a model.",
+    )
+    demo.set_defaults(func=c.cmd_demo)
+    demo.add_argument(
+        "--db", dest="db_demo", default=None, help="keep the memory file here (default: temporary)"
+    )
+    demo.add_argument("--embedder", default=None, help="embedder spec (default: local MiniLM)")
+    demo.add_argument("--lm", default=None, help=LM_HELP)
+
+    p = command("add", "remember a text (facts extracted by the LM, if one is set)", c.cmd_add)
+    p.add_argument("text", help="what to remember")
+    p.add_argument("--at", default=None, help="when it happened (ISO-8601; default now)")
+    p.add_argument("--lm", default=None, help=LM_HELP)
+    p.add_argument("--raw", action="store_true", help="store the text as a raw turn, without an LM")
+
+    p = command("search", "search memories of a scope", c.cmd_search)
+    p.add_argument("query", help="what to look for, in words")
+    p.add_argument("-k", type=int, default=10, help="how many hits (default 10)")
+    p.add_argument("--recipe", default="hybrid", help="hybrid (default), dense or keyword")
+    p.add_argument("--as-of", default=None, help="what was true at this world time (ISO-8601)")
+    p.add_argument("--known-at", default=None, help="what the system believed at this time (ISO-8601)")
+
+    by_id("get", "show one memory", c.cmd_get)
+
+    p = command("list", "list memories of a scope, newest first", c.cmd_list)
+    p.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+    p.add_argument("--offset", type=int, default=0, help="skip this many first (default 0)")
+    p.add_argument("--as-of", default=None, help="the memories true at this world time (ISO-8601)")
+
+    by_id("history", "show how a memory changed", c.cmd_history)
+
+    p = by_id("update", "correct a memory's text (keeps the old version)", c.cmd_update)
+    p.add_argument("content", help="the corrected text")
+    p.add_argument("--reason", default=None, help="why, kept in the memory's history")
+
+    by_id("delete", "forget one memory for good", c.cmd_delete)
+
+    p = command("timeline", "show how facts about a subject changed", c.cmd_timeline)
+    p.add_argument("--subject", default=None, help="entity name, e.g. Ada")
+    p.add_argument("--predicate", default=None, help="relation, e.g. lives_in")
+
+    p = command("context", "print prompt-ready memory for a query, within a token budget", c.cmd_context)
+    p.add_argument("query", help="what the prompt is about")
+    p.add_argument("--budget", type=int, default=1500, help="token budget (default 1500)")
+    p.add_argument("--as-of", default=None, help="as things were at this world time (ISO-8601)")
+
+    p = command(
+        "reprocess",
+        "run the write program again on failed and pending episodes",
+        c.cmd_reprocess,
+        scoped=False,
+    )
+    p.add_argument("--lm", default=None, help=LM_HELP)
+    p.add_argument("--limit", type=int, default=1000, help="at most this many episodes (default 1000)")
+
+    command("delete-scope", "erase everything stored for a scope (the GDPR path)", c.cmd_delete_scope)
+
+    p = sub.add_parser(
+        "eval",
+        help="run an evaluation (from a checkout); options after the name go to it",
+        description="Run an evaluation from evals/ (in a checkout of the repository). Everything after "
+        "the name is passed on; `dspy-memory eval NAME --help` lists it.",
+    )
+    p.set_defaults(func=c.cmd_eval)
+    p.add_argument("name", choices=sorted(c.EVALS), help="which evaluation: " + ", ".join(sorted(c.EVALS)))
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="the evaluation's own options (see NAME --help)")
+
+    p = sub.add_parser(
+        "optimize",
+        help="compile a memory program with a DSPy optimizer (from a checkout)",
+        description="Compile a memory program against its eval set: `dspy-memory optimize reconcile "
+        "--optimizer bootstrap --lm MODEL --out programs/reconcile.json` (see --help).",
+    )
+    p.set_defaults(func=c.cmd_optimize)
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="the optimizer's options (see optimize --help)")
+    command("stats", "show what the memory file holds", c.cmd_stats, scoped=False)
+    command(
+        "check", "check the file against its invariants (exit 1 if one is broken)", c.cmd_check, scoped=False
+    )
+    from dspy_memory.doctor import add_doctor_command
+
+    add_doctor_command(sub)
+    return parser
