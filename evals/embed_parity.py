@@ -1,6 +1,6 @@
 """Does the numpy forward pass give sentence-transformers' vectors, and what does each cost?
 
-    python -m evals.embed_parity --data data/locomo_dev5.json --turns 1000
+    python -m evals.embed_parity --data data/locomo10.json --turns 1000
 
 Embeds the first N turns of a LoCoMo file with both backends of the local embedder (numpy and
 sentence-transformers; the latter needs `pip install 'dspy-memory[sentence-transformers]'`),
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from evals.locomo import load_locomo
+from evals.locomo import load_locomo, select_split
 from evals.report import command_line, save, table
 
 # Reference sentences for the stored vectors: everyday memory text, plus edge cases the
@@ -62,7 +62,8 @@ REFERENCE_TEXTS = [
 
 
 def locomo_turns(path: Path, limit: int) -> list[str]:
-    texts = [turn.text for conversation in load_locomo(path) for turn in conversation.turns]
+    conversations = select_split(load_locomo(path))
+    texts = [turn.text for conversation in conversations for turn in conversation.turns]
     return texts[:limit]
 
 
@@ -120,7 +121,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m evals.embed_parity", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--data", type=Path, default=None, help="a LoCoMo file (python -m evals.locomo_data)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="a LoCoMo file (default: data/locomo10.json, from python -m evals.locomo download)",
+    )
     parser.add_argument("--turns", type=int, default=1000, help="turns to embed (default 1,000)")
     parser.add_argument("--one-at-a-time", type=int, default=100, help="texts timed one by one (default 100)")
     parser.add_argument("--write-reference", type=Path, default=None, help="store reference vectors here")

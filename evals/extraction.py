@@ -1,8 +1,8 @@
 """The extraction eval: do the facts extracted from a session match LoCoMo's observations?
 
-    python -m evals.extraction --data ../shared/data/locomo/locomo_dev5.json [--lm MODEL]
+    python -m evals.extraction --data data/locomo10.json [--lm MODEL]
         [--limit N] [--threads T] [--embedder local|test]
-    dspy-memory eval extraction --lm ollama_chat/llama3.2 --data locomo10.json   (the same, installed)
+    dspy-memory eval extraction --lm ollama_chat/llama3.2 --data data/locomo10.json   (the same, installed)
 
 Built at run time from a LoCoMo file (it may not be copied into the repository): one case per
 session, input = the session's turns with its date, reference = that session's `observation`
@@ -23,9 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from dspy_memory.lm import lm_name, make_lm, run_program, short_error
-from evals.locomo import DEFAULT_DATA, Conversation, load_locomo
+from evals.locomo import Conversation, add_data_arguments, conversations_from_args
 from evals.metrics import FACT_MATCH_THRESHOLD, match_facts
-from evals.report import RESULTS_DIR, command_line, machine, percentile, progress, save, table
+from evals.report import RESULTS_DIR, command_line, machine, percentile, progress, save, stage, table
+from evals.sampling import add_limit_arguments, stratified
 
 
 def extraction_cases(conversations: list[Conversation]) -> list[dict[str, Any]]:
@@ -160,19 +161,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--data", default=str(DEFAULT_DATA))
+    add_data_arguments(parser)
     parser.add_argument("--lm", default=None, help="DSPy model string (default: the every-turn baseline)")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N sessions")
-    parser.add_argument("--threads", type=int, default=1)
+    add_limit_arguments(parser, "sessions", "conversations")
+    parser.add_argument("--threads", type=int, default=1, help="sessions run at once (default 1)")
     parser.add_argument("--embedder", default="local", help="embedder for matching (default: local MiniLM)")
     parser.add_argument("--out", default=str(RESULTS_DIR / "extraction.json"))
     parser.add_argument("--plot", default=str(RESULTS_DIR / "extraction.png"))
     args = parser.parse_args(argv)
     from dspy_memory.embed import make_embedder
 
-    cases = extraction_cases(load_locomo(args.data))[: args.limit]
+    cases = extraction_cases(conversations_from_args(args))
+    cases = stratified(cases, args.limit, key=lambda case: case["id"].split("/")[0], seed=args.seed)
     lm = make_lm(args.lm) if args.lm else None
     embedder = make_embedder(args.embedder)
+    stage(
+        f"extracting facts from {len(cases):,} sessions" + (f" with {args.lm}" if args.lm else " (baseline)")
+    )
     results = run(cases, lm=lm, embed=embedder.embed, threads=args.threads)
     results.update(
         machine=machine(),

@@ -1,7 +1,8 @@
 """LoCoMo evidence retrieval, no LM: index every turn, ask each question, measure whether the
 evidence turns come back.
 
-    python -m evals.locomo_retrieval --data ../shared/data/locomo/locomo_dev5.json
+    python -m evals.locomo download              # once: data/locomo10.json, checked
+    python -m evals.locomo_retrieval --data data/locomo10.json   # the development split
 
 Each conversation gets its own scope (user_id = sample id); every turn is one raw `turn` memory
 (speaker name + text + image caption), dated with its session's date. For each category 1-4
@@ -19,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from dspy_memory import Memory
-from evals.locomo import CATEGORY_NAMES, DEFAULT_DATA, Conversation, load_locomo
+from evals.locomo import CATEGORY_NAMES, Conversation, add_data_arguments, conversations_from_args
 from evals.metrics import ndcg_at_k, recall_at_k
-from evals.report import RESULTS_DIR, bar_chart, machine, percentile, table, write_json
+from evals.report import RESULTS_DIR, bar_chart, machine, percentile, progress, stage, table, write_json
 
 KS = (5, 10, 20)
 
@@ -72,7 +73,9 @@ def evaluate(
         ndcgs: dict[str, list[float]] = defaultdict(list)
         latencies: list[float] = []
         skipped = 0
-        for conversation in conversations:
+        questions = sum(1 for c in conversations for q in c.questions if q.category in categories)
+        stage(f"searching {questions:,} questions with the {recipe} recipe")
+        for conversation in progress(conversations, desc=f"{recipe}: conversations"):
             known = {turn.dia_id for turn in conversation.turns}
             for question in conversation.questions:
                 if question.category not in categories:
@@ -112,26 +115,30 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--data", default=str(DEFAULT_DATA), help="LoCoMo JSON file")
+    add_data_arguments(parser)
     parser.add_argument("--embedder", default="local", help="embedder spec (default: local MiniLM)")
     parser.add_argument("--recipes", default="keyword,dense,hybrid", help="comma-separated recipes")
     parser.add_argument("--db", default=None, help="memory file (default: a temporary file)")
     parser.add_argument("--no-speaker", action="store_true", help="index turn text without the speaker name")
     parser.add_argument("--no-caption", action="store_true", help="do not append image captions")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N conversations")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N conversations of the split")
     parser.add_argument("--out", default=str(RESULTS_DIR / "locomo_retrieval.json"))
     parser.add_argument("--plot", default=str(RESULTS_DIR / "locomo_retrieval.png"))
     args = parser.parse_args(argv)
 
-    conversations = load_locomo(args.data)[: args.limit]
+    conversations = conversations_from_args(args)[: args.limit]
     recipes = [name.strip() for name in args.recipes.split(",") if name.strip()]
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or str(Path(tmp) / "locomo.db")
         with Memory(db, embedder=args.embedder) as memory:
             start = time.perf_counter()
+            total = sum(len(c.turns) for c in conversations)
+            stage(
+                f"indexing {total:,} turns of {len(conversations)} conversations with {memory.embedder.name}"
+            )
             turns = sum(
                 index_conversation(memory, c, speaker=not args.no_speaker, caption=not args.no_caption)
-                for c in conversations
+                for c in progress(conversations, desc="conversations indexed")
             )
             index_seconds = time.perf_counter() - start
             results = evaluate(memory, conversations, recipes)

@@ -53,6 +53,7 @@ from typing import Any
 from dspy_memory import Memory
 from dspy_memory.retrieval import MAX_K
 from evals.report import RESULTS_DIR, command_line, machine, percentile, progress, save, table
+from evals.sampling import add_limit_arguments, stratified
 
 KS = (1, 3, 5, 10, 30, 50)
 LEVELS = ("session", "turn")
@@ -251,6 +252,10 @@ SHOWN = ["session_recall_any@5", "session_recall_all@5", "session_ndcg_any@5", "
          "turn_recall_all@10", "turn_ndcg_any@10", "turn_recall_all@50"]  # fmt: skip
 
 
+def _question_type(instance: dict[str, Any]) -> str:
+    return str(instance.get("question_type", "?"))
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -264,12 +269,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--embedder", default="local")
     parser.add_argument("--recipe", default="hybrid")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N instances")
+    add_limit_arguments(parser, "instances", "question types")
     parser.add_argument("--threads", type=int, default=1, help="instances in parallel (one memory file)")
     parser.add_argument("--out", default=str(RESULTS_DIR / "longmemeval.json"))
     parser.add_argument("--plot", default=str(RESULTS_DIR / "longmemeval.png"))
     args = parser.parse_args(argv)
-    instances = load_longmemeval(args.data, hub=args.hub, file=args.file)[: args.limit]
+    instances = load_longmemeval(args.data, hub=args.hub, file=args.file)
+    instances = stratified(instances, args.limit, key=_question_type, seed=args.seed)
     skipped: dict[str, list[str]] = defaultdict(list)
     kept = []
     for instance in instances:

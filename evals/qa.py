@@ -1,9 +1,9 @@
 """LoCoMo question answering end to end: ingest the conversations, answer every question from
 memory, score with the official F1 (and an LM judge), per category, with cost and latency.
 
-    python -m evals.qa --data ../shared/data/locomo/locomo_dev5.json --lm MODEL
+    python -m evals.qa --data data/locomo10.json --lm MODEL
         [--ingest raw|lm] [--judge-lm MODEL] [--rewrite] [--budget 1500] [--limit N] [--threads T]
-    dspy-memory eval qa --lm ollama_chat/llama3.2 --data locomo10.json    (the same, installed)
+    dspy-memory eval qa --lm ollama_chat/llama3.2 --data data/locomo10.json    (the same, installed)
 
 Categories as released: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop (reported together
 as "1-4", the number peers publish), 5 adversarial (reported separately). `--ingest lm` runs the
@@ -26,10 +26,11 @@ from typing import Any
 
 from dspy_memory import Memory
 from dspy_memory.lm import lm_name, make_lm, run_program, short_error
-from evals.locomo import CATEGORY_NAMES, DEFAULT_DATA, Conversation, load_locomo
+from evals.locomo import CATEGORY_NAMES, Conversation, add_data_arguments, conversations_from_args
 from evals.locomo_retrieval import index_conversation
 from evals.metrics import locomo_f1
-from evals.report import RESULTS_DIR, command_line, machine, percentile, progress, save, table
+from evals.report import RESULTS_DIR, command_line, machine, percentile, progress, save, stage, table
+from evals.sampling import add_limit_arguments, stratified
 
 
 def _baseline_answer(memory: Memory, question: str, user: str) -> str:
@@ -40,7 +41,12 @@ def _baseline_answer(memory: Memory, question: str, user: str) -> str:
 def ingest(memory: Memory, conversations: list[Conversation], *, mode: str) -> dict[str, Any]:
     start = time.perf_counter()
     before = memory.stats()["writes"]
-    turns = sum(index_conversation(memory, c, infer=mode == "lm") for c in conversations)
+    total = sum(len(c.turns) for c in conversations)
+    stage(f"ingesting {total:,} turns of {len(conversations)} conversations ({mode})")
+    turns = sum(
+        index_conversation(memory, c, infer=mode == "lm")
+        for c in progress(conversations, desc="conversations")
+    )
     after = memory.stats()["writes"]
     return {
         "mode": mode,
@@ -58,6 +64,7 @@ def answer_all(
     judge_lm: Any = None,
     categories: tuple[int, ...] = (1, 2, 3, 4, 5),
     limit: int | None = None,
+    seed: int = 0,
     rewrite: bool = False,
     budget: int = 1500,
     threads: int = 1,
@@ -69,7 +76,9 @@ def answer_all(
         for conversation in conversations
         for question in conversation.questions
         if question.category in categories
-    ][:limit]
+    ]
+    work = stratified(work, limit, key=lambda item: item[1].category, seed=seed)
+    stage(f"answering {len(work):,} questions" + (" and judging the answers" if judge_lm is not None else ""))
 
     def one(item: tuple[Conversation, Any]) -> dict[str, Any]:
         conversation, question = item
@@ -197,7 +206,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--data", default=str(DEFAULT_DATA))
+    add_data_arguments(parser)
     parser.add_argument("--lm", default=None, help="DSPy model string (default: the no-LM baseline)")
     parser.add_argument("--judge-lm", default=None, help="score with JudgeAnswer too (categories 1-4)")
     parser.add_argument("--ingest", choices=("raw", "lm"), default="raw")
@@ -205,15 +214,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--budget", type=int, default=1500, help="context token budget")
     parser.add_argument("--embedder", default="local")
     parser.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
-    parser.add_argument("--threads", type=int, default=1)
+    add_limit_arguments(parser, "questions", "categories")
+    parser.add_argument("--threads", type=int, default=1, help="questions answered at once (default 1)")
     parser.add_argument("--out", default=str(RESULTS_DIR / "qa.json"))
     parser.add_argument("--plot", default=str(RESULTS_DIR / "qa.png"))
     args = parser.parse_args(argv)
     lm = make_lm(args.lm) if args.lm else None
     judge = make_lm(args.judge_lm) if args.judge_lm else None
     return evaluate(
-        load_locomo(args.data)[: args.conversations],
+        conversations_from_args(args)[: args.conversations],
         lm=lm,
         judge_lm=judge,
         ingest_mode=args.ingest,
@@ -221,6 +230,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         budget=args.budget,
         embedder=args.embedder,
         limit=args.limit,
+        seed=args.seed,
         threads=args.threads,
         out=args.out,
         plot=args.plot,
@@ -238,6 +248,7 @@ def evaluate(
     budget: int = 1500,
     embedder: Any = "local",
     limit: int | None = None,
+    seed: int = 0,
     threads: int = 1,
     out: str | Path,
     plot: str | Path,
@@ -254,6 +265,7 @@ def evaluate(
             lm=lm,
             judge_lm=judge_lm,
             limit=limit,
+            seed=seed,
             rewrite=rewrite,
             budget=budget,
             threads=threads,

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from evals.metrics import op_accuracy
-from evals.report import RESULTS_DIR, machine, progress, save, table
+from evals.report import RESULTS_DIR, machine, progress, save, stage, table
+from evals.sampling import add_limit_arguments, stratified
 from evals.tasks import ops_metric as score  # noqa: F401 - the metric DSPy optimizers use
 
 DATA = Path(__file__).resolve().parent / "data" / "reconcile.jsonl"
@@ -33,16 +34,17 @@ SPLITS = ("train", "dev", "test")
 
 
 def load_cases(
-    path: str | Path = DATA, *, split: str | None = None, limit: int | None = None
+    path: str | Path = DATA, *, split: str | None = None, limit: int | None = None, seed: int = 0
 ) -> list[dict[str, Any]]:
-    """The cases of the set (or of one `split`: its template families are in no other split)."""
+    """The cases of the set (or of one `split`: its template families are in no other split);
+    `limit` of them sampled across categories (evals/sampling.py)."""
     if split is not None and split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
     with open(path, encoding="utf-8") as handle:
         cases = [json.loads(line) for line in handle if line.strip()]
     if split is not None:
         cases = [case for case in cases if case.get("split") == split]
-    return cases[:limit] if limit else cases
+    return stratified(cases, limit, key=lambda case: case.get("category"), seed=seed)
 
 
 def as_examples(cases: list[dict[str, Any]], program: str) -> list[Any]:
@@ -171,8 +173,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--program", choices=("reconcile", "write"), default="reconcile")
     parser.add_argument("--lm", default=None, help="DSPy model string (default: the scripted oracle)")
     parser.add_argument("--split", choices=SPLITS, default=None, help="only this split (default: all)")
-    parser.add_argument("--limit", type=int, default=None)
-    parser.add_argument("--threads", type=int, default=1)
+    add_limit_arguments(parser, "cases", "categories")
+    parser.add_argument("--threads", type=int, default=1, help="cases run at once (default 1)")
     parser.add_argument("--out", default=str(RESULTS_DIR / "reconcile.json"))
     parser.add_argument("--plot", default=str(RESULTS_DIR / "reconcile.png"))
     args = parser.parse_args(argv)
@@ -181,10 +183,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.locomo:
         from evals.reconcile_locomo import load_locomo_cases
 
-        cases = [c for c in load_locomo_cases(args.locomo) if args.split in (None, c["split"])][: args.limit]
+        cases = [c for c in load_locomo_cases(args.locomo) if args.split in (None, c["split"])]
+        cases = stratified(cases, args.limit, key=lambda case: case.get("category"), seed=args.seed)
     else:
-        cases = load_cases(args.data, split=args.split, limit=args.limit)
+        cases = load_cases(args.data, split=args.split, limit=args.limit, seed=args.seed)
     lm = make_lm(args.lm) if args.lm else oracle_lm(cases)
+    stage(f"running the {args.program} program on {len(cases):,} cases")
     results = run(cases, program=args.program, lm=lm, threads=args.threads)
     results["machine"] = machine()
     results["lm"] = args.lm or "scripted oracle"

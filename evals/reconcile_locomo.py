@@ -130,7 +130,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--data", default=str(DEFAULT_DATA), help="LoCoMo JSON file (default: the development split)"
+        "--data",
+        default=str(DEFAULT_DATA),
+        help="a LoCoMo file (default: data/locomo10.json, from python -m evals.locomo download)",
     )
     parser.add_argument("--labels", default=str(LABELS), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

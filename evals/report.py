@@ -8,6 +8,7 @@ import platform
 import shlex
 import statistics
 import sys
+import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -100,6 +101,11 @@ def progress(items: Any, *, total: int | None = None, desc: str = "") -> Any:
     from tqdm import tqdm
 
     return tqdm(items, total=total, desc=desc, leave=False, dynamic_ncols=True)
+
+
+def stage(message: str) -> None:
+    """One line on stderr saying what a long run is doing now (the tables go to stdout)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def command_line(module: str, argv: Sequence[str] | None = None) -> str:

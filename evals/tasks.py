@@ -75,7 +75,7 @@ def extract_examples(path: str, embedder: Any) -> list[Any]:
 
     from dspy_memory.programs import Turn
     from evals.extraction import extraction_cases
-    from evals.locomo import load_locomo
+    from evals.locomo import load_locomo, select_split
 
     return [
         dspy.Example(
@@ -87,7 +87,7 @@ def extract_examples(path: str, embedder: Any) -> list[Any]:
             case_id=case["id"],
             group=case["id"].split("/")[0],
         ).with_inputs("turns", "observed_at", "context")
-        for case in extraction_cases(load_locomo(path))
+        for case in extraction_cases(select_split(load_locomo(path)))
     ]
 
 
@@ -131,12 +131,12 @@ def answer_examples(path: str, embedder: Any) -> list[Any]:
     import dspy
 
     from dspy_memory import Memory
-    from evals.locomo import load_locomo
+    from evals.locomo import load_locomo, select_split
     from evals.locomo_retrieval import index_conversation
 
     examples = []
     with tempfile.TemporaryDirectory() as tmp, Memory(Path(tmp) / "answer.db", embedder=embedder) as memory:
-        for conversation in load_locomo(path):
+        for conversation in select_split(load_locomo(path)):
             index_conversation(memory, conversation)
             today = f"{conversation.sessions[-1].date_time:%Y-%m-%d}" if conversation.sessions else ""
             for question in conversation.questions:

@@ -23,6 +23,7 @@ from typing import Any
 from dspy_memory import Memory
 from evals.metrics import normalize_answer, token_f1
 from evals.report import RESULTS_DIR, machine, progress, save, table
+from evals.sampling import add_limit_arguments, stratified
 
 DATA = Path(__file__).resolve().parent / "data" / "temporal.json"
 
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--lm", default=None, help="DSPy model string (default: scripted oracle + baseline)")
     parser.add_argument("--rewrite", action="store_true", help="let RewriteQuery plan searches and dates")
     parser.add_argument("--embedder", default="local")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N scenarios")
+    add_limit_arguments(parser, "scenarios", "scenarios")
     parser.add_argument("--threads", type=int, default=1, help="scenarios in parallel")
     parser.add_argument("--out", default=str(RESULTS_DIR / "temporal.json"))
     parser.add_argument("--plot", default=str(RESULTS_DIR / "temporal.png"))
@@ -98,7 +99,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         lm = dspy.LM(args.lm)
     return evaluate(
-        load_scenarios(args.data)[: args.limit],
+        stratified(
+            load_scenarios(args.data), args.limit, key=lambda scenario: scenario["id"], seed=args.seed
+        ),
         lm=lm,
         embedder=args.embedder,
         rewrite=args.rewrite,

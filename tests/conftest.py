@@ -9,6 +9,13 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("DSPY_CACHEDIR", tempfile.mkdtemp(prefix="dspy-cache-"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# The LoCoMo development split where our machines keep it (users download it: evals/locomo.py);
+# tests that need it skip when it is absent.
+_SHARED_LOCOMO = os.path.join(
+    os.path.dirname(__file__), "..", "..", "shared", "data", "locomo", "locomo_dev5.json"
+)
+if os.path.exists(_SHARED_LOCOMO):
+    os.environ.setdefault("LOCOMO_DATA", os.path.abspath(_SHARED_LOCOMO))
 
 from dspy_memory import Memory  # noqa: E402
 from dspy_memory.embed import HashEmbedder  # noqa: E402

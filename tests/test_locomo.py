@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from evals.locomo import load_locomo, normalize_dia_ids, parse_session_date
-from evals.locomo_retrieval import DEFAULT_DATA, main
+from evals.locomo import DEFAULT_DATA, load_locomo, normalize_dia_ids, parse_session_date
+from evals.locomo_retrieval import main
 
 MINI = [
     {
