@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from datetime import timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
@@ -204,15 +205,21 @@ def _run_raw_demo(path: str, *, embedder: Any, out: TextIO) -> dict[str, Any]:
         _show_hits(past_hits, out)
 
         cat = next(
-            hit for hit in memory.search("Ada's cat Miso", user_id=user, k=5) if "cat Miso" in hit.content
+            hit
+            for hit in memory.search("Ada's cat Miso", user_id=user, k=5)
+            if "cat Miso" in hit.content or "cat Mochi" in hit.content
         )
-        before_correction = utcnow()
-        corrected = memory.update(
-            cat.id,
-            cat.content.replace("Miso", "Mochi"),
-            reason="Ada: my cat is called Mochi, not Miso",
-            user_id=user,
-        )
+        if "cat Miso" in cat.content:
+            before_correction = utcnow()
+            memory.update(
+                cat.id,
+                cat.content.replace("Miso", "Mochi"),
+                reason="Ada: my cat is called Mochi, not Miso",
+                user_id=user,
+            )
+        else:  # a file kept from an earlier run (--db): the chats were one memory each, corrected then
+            update = next(event for event in memory.history(cat.id, user_id=user) if event.event == "UPDATE")
+            before_correction = update.created_at - timedelta(milliseconds=1)
         print("\n4. A correction: Ada's cat is called Mochi. update() keeps the old version:", file=out)
         for event in memory.history(cat.id, user_id=user):
             change = (
@@ -250,7 +257,7 @@ def _run_raw_demo(path: str, *, embedder: Any, out: TextIO) -> dict[str, Any]:
             "added": added,
             "now": [hit.content for hit in now_hits],
             "as_of": [hit.content for hit in past_hits],
-            "corrected": corrected.content,
+            "corrected": memory.get(cat.id, user_id=user).content,
             "believed": [hit.content for hit in believed],
             "current": [hit.content for hit in current],
             "history": [event.event for event in memory.history(cat.id, user_id=user)],

@@ -230,3 +230,23 @@ def test_a_retry_reaches_the_model_even_when_dspy_caches_answers(tmp_path):
         result = memory.add(text, user_id="ada")
     assert result.error is None and len(healthy.calls) == 1
     assert [op.action for op in result.ops] == ["ADD"]
+
+
+def test_the_demo_twice_on_one_file_stores_each_chat_once(tmp_path):
+    """Failed before: the second run doubled the memories (38 current for 19 chats)."""
+    import io
+
+    from dspy_memory.demo import run_demo
+
+    db = str(tmp_path / "demo.db")
+    first = run_demo(db, embedder="test", out=io.StringIO())
+    second = run_demo(db, embedder="test", out=io.StringIO())
+    with Memory(db) as memory:
+        assert memory.stats()["current_memories"] == first["added"] == 19
+        assert memory.check().ok
+    assert second["history"] == ["ADD", "UPDATE"] and "Mochi" in second["current"][0]
+    assert "Miso" in second["believed"][0]  # what was believed before the first run's correction
+    assert [len(hits) for hits in (first["now"], first["as_of"])] == [
+        len(second["now"]),
+        len(second["as_of"]),
+    ]
