@@ -117,10 +117,14 @@ class MemoryConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     path: str = "memory.db"
-    # "local" (MiniLM via sentence-transformers), "local:<model>", "ollama:<model>",
+    # "local" (MiniLM), "local:<model>", "ollama:<model>",
     # "openai:<model>", or "test" (deterministic, NOT semantic; for tests only). None: the
     # embedder an existing file was built with, else "local".
     embedder: str | None = None
+    # How a "local" embedder runs: "numpy" (BERT models with mean pooling, MiniLM included; no
+    # torch), "sentence-transformers" (any model; needs torch), or "auto" (numpy when it can).
+    # None: $DSPY_MEMORY_LOCAL_BACKEND, else "auto". Both give the same vectors.
+    local_backend: Literal["auto", "numpy", "sentence-transformers"] | None = None
     embed_batch_size: int = Field(64, ge=1)
     embed_cache_size: int = Field(10_000, ge=0)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)

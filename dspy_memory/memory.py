@@ -125,6 +125,7 @@ class Memory:
                 ),
                 batch_size=config.embed_batch_size,
                 cache_size=config.embed_cache_size,
+                local_backend=config.local_backend,
             )
             try:
                 self.store.bind_embedder(self.embedder.name, self.embedder.dim)

@@ -201,3 +201,13 @@ def test_the_sentence_transformers_backend_is_used_when_asked(monkeypatch):
     assert (
         name == str(offline_model_path(MINILM)) and device == "cpu" and kwargs == {"local_files_only": True}
     )
+
+
+def test_the_backend_is_a_setting_read_from_the_environment_too(tmp_path, monkeypatch):
+    from dspy_memory import Memory, MemoryConfig
+
+    monkeypatch.setenv("DSPY_MEMORY_LOCAL_BACKEND", "numpy")
+    config = MemoryConfig.from_env(path=str(tmp_path / "m.db"))  # an unknown variable would be refused
+    assert config.local_backend == "numpy"
+    with Memory(MemoryConfig(path=str(tmp_path / "n.db"), local_backend="numpy")) as memory:
+        assert memory.embedder.backend == "numpy"

@@ -21,7 +21,9 @@ SPECS = (
 )
 
 
-def make_embedder(spec: Any = "local", *, batch_size: int = 64, cache_size: int = 10_000) -> Embedder:
+def make_embedder(
+    spec: Any = "local", *, batch_size: int = 64, cache_size: int = 10_000, local_backend: str | None = None
+) -> Embedder:
     """Build an embedder from a spec string, an Embedder, or a `dspy.Embedder`.
 
     Never falls back silently: if the requested embedder cannot be built, the error says why.
@@ -44,7 +46,7 @@ def make_embedder(spec: Any = "local", *, batch_size: int = 64, cache_size: int 
     model = model.strip()
     kwargs = {"batch_size": batch_size, "cache_size": cache_size}
     if kind == "local":
-        return LocalEmbedder(model or MINILM, **kwargs)
+        return LocalEmbedder(model or MINILM, backend=local_backend, **kwargs)
     if kind == "ollama":
         return OllamaEmbedder(model or "nomic-embed-text", **kwargs)
     if kind == "openai":
