@@ -42,6 +42,8 @@ def test_the_test_embedder_is_never_chosen_silently(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_sentence_transformers)
     with pytest.raises(EmbeddingError, match=r"dspy-memory\[sentence-transformers\]"):
         LocalEmbedder("BAAI/bge-small-en-v1.5").embed(["hello"])
+    with pytest.raises(EmbeddingError, match=r"dspy-memory\[sentence-transformers\]"):
+        LocalEmbedder(backend="sentence-transformers").embed(["hello"])
 
 
 def test_cache_by_content_hash_and_batching():

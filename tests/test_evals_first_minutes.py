@@ -127,25 +127,3 @@ def test_the_readme_reconcile_example_is_not_a_table_of_zeros(tmp_path, capsys):
     summary = results["summary"]
     assert len(summary) - 1 >= 8  # categories besides "overall"
     assert summary["overall"]["exact"] > 0
-
-
-def test_a_long_eval_says_what_it_is_doing(tmp_path, capsys):
-    from evals.locomo_retrieval import main
-
-    data = tmp_path / "mini.json"
-    data.write_text(json.dumps(MINI))
-    main(
-        [
-            "--data",
-            str(data),
-            "--embedder",
-            "test",
-            "--out",
-            str(tmp_path / "r.json"),
-            "--plot",
-            str(tmp_path / "r.png"),
-        ]
-    )
-    err = capsys.readouterr().err
-    assert "indexing 4 turns of 1 conversations" in err
-    assert "searching" in err and "hybrid recipe" in err

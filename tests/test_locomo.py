@@ -111,6 +111,8 @@ def test_retrieval_eval_end_to_end(mini_file, tmp_path, capsys):
         ]
     )
     assert (tmp_path / "r.png").stat().st_size > 0
+    printed = capsys.readouterr()  # a long run says on stderr what it is doing (issue 11)
+    assert "indexing 4 turns of 1 conversations" in printed.err and "with the hybrid recipe" in printed.err
     saved = json.loads((tmp_path / "r.json").read_text())
     assert saved["turns"] == 4
     for recipe in ("keyword", "dense", "hybrid"):
@@ -119,7 +121,7 @@ def test_retrieval_eval_end_to_end(mini_file, tmp_path, capsys):
         assert result["skipped_without_evidence"] == 1
         assert set(result["recall"]["overall"]) == {"R@5", "R@10", "R@20"}
     assert report["results"]["keyword"]["recall"]["single-hop"]["R@5"] == 1.0
-    assert "| recipe" in capsys.readouterr().out
+    assert "| recipe" in printed.out
 
 
 @pytest.mark.skipif(not Path(DEFAULT_DATA).exists(), reason="LoCoMo development split not present")

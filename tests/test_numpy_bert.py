@@ -114,23 +114,6 @@ def test_a_model_folder_given_by_path_runs_in_numpy(tmp_path):
     assert float(vector @ make_embedder("local").embed_query("Ada moved to Denver.")) > 0.99999
 
 
-def test_a_model_not_on_this_machine_needs_sentence_transformers(monkeypatch):
-    import builtins
-
-    real_import = builtins.__import__
-
-    def no_sentence_transformers(name, *args, **kwargs):
-        if name.startswith("sentence_transformers"):
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_sentence_transformers)
-    with pytest.raises(EmbeddingError, match=r"dspy-memory\[sentence-transformers\]"):
-        LocalEmbedder("BAAI/bge-small-en-v1.5").embed(["hello"])
-    with pytest.raises(EmbeddingError, match=r"dspy-memory\[sentence-transformers\]"):
-        LocalEmbedder(backend="sentence-transformers").embed(["hello"])
-
-
 def test_backend_is_checked_and_can_come_from_the_environment(monkeypatch):
     with pytest.raises(ValueError, match="backend must be one of"):
         LocalEmbedder(backend="onnx")

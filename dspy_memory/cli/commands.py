@@ -56,8 +56,16 @@ def counted(counts: dict[str, int]) -> str:
     return ", ".join(f"{count} {table}" for table, count in counts.items() if count) or "nothing"
 
 
-def retry_hint(args: argparse.Namespace) -> str:
-    return f"dspy-memory reprocess --db {args.db} --lm {lm_model(args) or 'MODEL'}"
+def lm_failed(args: argparse.Namespace, error: str | None) -> int:
+    """Say that the LM write failed, that the input is safe, and what retries it."""
+    again = " again" if args.command == "reprocess" else ""
+    print(
+        f"dspy-memory {args.command}: the LM write failed{again} ({error}); the input is kept as raw "
+        f"turns and stays searchable. Retry with: dspy-memory reprocess --db {args.db} "
+        f"--lm {lm_model(args) or 'MODEL'}",
+        file=sys.stderr,
+    )
+    return LM_FAILED
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -81,14 +89,7 @@ def cmd_add(args: argparse.Namespace) -> int:
                 print(f"{record.id}  {record.content}")
         for rejected in result.rejected:
             print(f"refused    #{rejected.index} {rejected.action}: {rejected.reason}", file=sys.stderr)
-    if result.error:
-        print(
-            f"dspy-memory add: the LM write failed ({result.error}); the text is kept as a raw turn "
-            f"and stays searchable. Retry with: {retry_hint(args)}",
-            file=sys.stderr,
-        )
-        return LM_FAILED
-    return 0
+    return lm_failed(args, result.error) if result.error else 0
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -231,14 +232,7 @@ def cmd_reprocess(args: argparse.Namespace) -> int:
         print(
             f"reprocessed {episodes} episodes in {len(results)} batches; {len(failed)} batches failed again"
         )
-    if failed:
-        print(
-            f"dspy-memory reprocess: the LM write failed again ({failed[0].error}); the input stays "
-            f"kept as raw turns. Retry with: {retry_hint(args)}",
-            file=sys.stderr,
-        )
-        return LM_FAILED
-    return 0
+    return lm_failed(args, failed[0].error) if failed else 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:
