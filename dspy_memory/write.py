@@ -203,7 +203,7 @@ class Writer:
             items, repeats = self._repeats(items)
             inserted = dict(zip([item.id for item in items], self.store.insert_memories(items, actor=actor)))
             for memory_id, (row_id, episode_ids) in repeats.items():
-                self.store.restated(row_id or inserted[memory_id], memory_id, episode_ids)
+                self.store.turns.restated(row_id or inserted[memory_id], memory_id, episode_ids)
             row_ids = [*inserted.values(), *(row_id for row_id, _ in repeats.values() if row_id)]
             self.store.episodes.mark([e.id for e in episodes if e.id in held and not e.infer], "done")
             waiting = [e.id for e in episodes if e.id in held and e.infer]
@@ -222,7 +222,7 @@ class Writer:
             (Scope(user_id=i.user_id, agent_id=i.agent_id, run_id=i.run_id), i.content_hash, i.valid_at)
             for i in items
         ]
-        existing = self.store.current_turns(keys)
+        existing = self.store.turns.current(keys)
         fresh: list[NewMemory] = []
         first: dict[tuple[Any, ...], NewMemory] = {}
         repeats: dict[str, tuple[int | None, list[str]]] = {}

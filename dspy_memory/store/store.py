@@ -34,6 +34,7 @@ from dspy_memory.store.queries import (
     time_predicate,
 )
 from dspy_memory.store.runs import WriteRunLog
+from dspy_memory.store.turns import RawTurns
 from dspy_memory.store.vectors import NO_USER, VectorIndex
 from dspy_memory.store.writes import MemoryWrites
 from dspy_memory.types import AuditReport, Event, MemoryRecord, Provenance, Scope
@@ -111,6 +112,7 @@ class Store(MemoryWrites):
         self.erase = Eraser(self._conns, self.vectors, self.keywords, path=path)
         self.graph = EntityGraph(self._conns)
         self.runs = WriteRunLog(self._conns)
+        self.turns = RawTurns(self._conns)
         self.blocks = BlockStore(self._conns)
         try:
             with self._conns.read() as conn:
