@@ -1,5 +1,5 @@
 """Raw turns by text and time: the same text said in the same scope at the same time is one
-memory (issue 11). Joins the caller's write transaction."""
+memory. Joins the caller's write transaction."""
 
 from __future__ import annotations
 
