@@ -1,5 +1,6 @@
 """dspy-memory: long-term, time-aware memory for DSPy agents in one SQLite file."""
 
+from dspy_memory.agent.tool_card import MemoryTool
 from dspy_memory.config import MemoryConfig, RetrievalConfig, WriteConfig
 from dspy_memory.embed import (
     CallableEmbedder,
@@ -26,10 +27,8 @@ from dspy_memory.errors import (
     WriteConflictError,
     WriteProgramError,
 )
-from dspy_memory.lm import LocalModels, local, make_lm
 from dspy_memory.memory import Memory
-from dspy_memory.planner import MemoryTool
-from dspy_memory.retrieval import RECIPES, Recipe
+from dspy_memory.read.retrieval import RECIPES, Recipe
 from dspy_memory.types import (
     AddResult,
     AppliedOp,
@@ -52,6 +51,7 @@ from dspy_memory.types import (
     Scope,
     ScoreDetails,
 )
+from dspy_memory.util.lm import LocalModels, local, make_lm
 
 __version__ = "0.1.0"
 
@@ -59,7 +59,7 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> object:
     # MemoryReAct subclasses dspy.Module; importing DSPy costs ~1 s, so only when asked for.
     if name == "MemoryReAct":
-        from dspy_memory.agent import MemoryReAct
+        from dspy_memory.agent.react import MemoryReAct
 
         return MemoryReAct
     raise AttributeError(f"module 'dspy_memory' has no attribute {name!r}")

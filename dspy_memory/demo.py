@@ -17,9 +17,9 @@ from typing import Any, TextIO
 
 from dspy_memory.errors import WriteProgramError
 from dspy_memory.memory import Memory
-from dspy_memory.text import day
-from dspy_memory.timeutil import utcnow
 from dspy_memory.types import Hit
+from dspy_memory.util.text import day
+from dspy_memory.util.timeutil import utcnow
 
 LM_HINT = (
     "To see the LM write path (facts, updates, invalidations, timelines), set an LM, e.g.\n"

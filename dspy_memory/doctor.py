@@ -78,7 +78,7 @@ def recorded_embedder(db: str | None) -> tuple[str, int] | None:
 
 def check_embedder(spec: str | None, db: str | None, recorded: tuple[str, int] | None, host: str) -> Check:
     from dspy_memory.embed import OllamaEmbedder, make_embedder, spec_for_recorded
-    from dspy_memory.lm import short_error
+    from dspy_memory.util.lm import short_error
 
     if spec is None and db is None:
         return Check(
@@ -137,7 +137,7 @@ class OllamaState:
 
 
 def check_ollama(state: OllamaState, timeout: float) -> Check:
-    from dspy_memory.ollama import SCHEMA_FORMAT_SINCE, ollama_version, parse_version
+    from dspy_memory.util.ollama import SCHEMA_FORMAT_SINCE, ollama_version, parse_version
 
     try:
         state.version = ollama_version(state.host, timeout)
@@ -157,7 +157,7 @@ def check_ollama(state: OllamaState, timeout: float) -> Check:
 
 
 def check_models(state: OllamaState, wanted: list[str], timeout: float) -> Check:
-    from dspy_memory.ollama import has_model, ollama_models
+    from dspy_memory.util.ollama import has_model, ollama_models
 
     available = ollama_models(state.host, timeout)
     missing = [name for name in wanted if not has_model(available, name)]
@@ -171,8 +171,8 @@ def check_models(state: OllamaState, wanted: list[str], timeout: float) -> Check
 def check_context(
     state: OllamaState, model: str, num_ctx: int, max_prompt_tokens: int, timeout: float
 ) -> Check:
-    from dspy_memory.lm import short_error
-    from dspy_memory.ollama import trained_context
+    from dspy_memory.util.lm import short_error
+    from dspy_memory.util.ollama import trained_context
 
     try:
         trained = trained_context(state.host, model, timeout=timeout)
@@ -199,8 +199,8 @@ def check_probe(lm_spec: str, host: str, num_ctx: int, timeout: float) -> Check:
     """A one-line structured question through the LM the write path would use."""
     import dspy
 
-    from dspy_memory.lm import make_lm, run_program, short_error
-    from dspy_memory.ollama import is_native_ollama, output_format
+    from dspy_memory.util.lm import make_lm, run_program, short_error
+    from dspy_memory.util.ollama import is_native_ollama, output_format
 
     lm = make_lm(
         lm_spec, host if _is_ollama(lm_spec) else os.environ.get("DSPY_MEMORY_LM_API_BASE"), num_ctx=num_ctx
@@ -251,7 +251,7 @@ def _ollama_checks(
 
 
 def _is_ollama(model: str) -> bool:
-    from dspy_memory.ollama import ollama_model_name
+    from dspy_memory.util.ollama import ollama_model_name
 
     return ollama_model_name(model) is not None
 
@@ -271,7 +271,7 @@ def run_checks(
     """Every check, in order. `lm` defaults to $DSPY_MEMORY_LM, else what `local()` uses;
     `max_prompt_tokens` to the configured write.max_prompt_tokens."""
     from dspy_memory.config import MemoryConfig
-    from dspy_memory.ollama import DEFAULT_NUM_CTX, ollama_host, ollama_model_name
+    from dspy_memory.util.ollama import DEFAULT_NUM_CTX, ollama_host, ollama_model_name
 
     lm = lm or os.environ.get("DSPY_MEMORY_LM") or DEFAULT_LM
     num_ctx = num_ctx or DEFAULT_NUM_CTX

@@ -8,8 +8,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dspy_memory.background import BackgroundWriter
-from dspy_memory.blocks import CoreMemory
+from dspy_memory.agent.blocks import CoreMemory
+from dspy_memory.agent.profile import Profiles, ProfileUpdate
 from dspy_memory.config import MemoryConfig
 from dspy_memory.embed import Embedder, choose_embedder, make_embedder, reopen_advice
 from dspy_memory.errors import (
@@ -19,13 +19,8 @@ from dspy_memory.errors import (
     MemoryNotFoundError,
     ScopeError,
 )
-from dspy_memory.inputs import MessagesInput, check_count, check_id
-from dspy_memory.lm import make_lm, resolve_lm
-from dspy_memory.profile import Profiles, ProfileUpdate
-from dspy_memory.retrieval import Recipe, Retriever
+from dspy_memory.read.retrieval import Recipe, Retriever
 from dspy_memory.store import Store, TimeView
-from dspy_memory.text import SINGLE_VALUED_PREDICATES, content_hash, valid_text
-from dspy_memory.timeutil import TimeLike
 from dspy_memory.types import (
     AddResult,
     Answer,
@@ -39,7 +34,12 @@ from dspy_memory.types import (
     MemoryRecord,
     Scope,
 )
-from dspy_memory.write import Writer
+from dspy_memory.util.lm import make_lm, resolve_lm
+from dspy_memory.util.text import SINGLE_VALUED_PREDICATES, content_hash, valid_text
+from dspy_memory.util.timeutil import TimeLike
+from dspy_memory.write.background import BackgroundWriter
+from dspy_memory.write.inputs import MessagesInput, check_count, check_id
+from dspy_memory.write.writer import Writer
 
 logger = logging.getLogger("dspy_memory")
 
@@ -102,7 +102,7 @@ class Memory:
         self.programs_in_use: dict[str, str] = {}
         self._reading_programs: dict[str, Any] = {}
         if programs is not None:
-            from dspy_memory.programs.loading import load_reading_programs, load_write_program
+            from dspy_memory.util.compiled import load_reading_programs, load_write_program
 
             if write_program is None:
                 write_program, self.programs_in_use = load_write_program(programs, config.write.mode)
@@ -445,7 +445,7 @@ class Memory:
         relevant facts (conflicts set apart), timelines of changed facts, recent episodes and
         procedures, in that priority. `.text` is the context, `.included`/`.dropped` the report.
         compress=True summarizes what did not fit with the LM (one call)."""
-        from dspy_memory.context import ContextBuilder, lm_compressor
+        from dspy_memory.read.context import ContextBuilder, lm_compressor
 
         scope = self._read_scope(user_id, agent_id, run_id)
 
@@ -472,7 +472,7 @@ class Memory:
         `AnswerFromMemory`. With rewrite=True, `RewriteQuery` first plans searches and a past
         date; the question and each planned query are searched apart and fused by reciprocal
         rank into the context. 1-2 LM calls."""
-        from dspy_memory.answering import answer_question
+        from dspy_memory.read.answer import answer_question
 
         return answer_question(
             self,
@@ -526,7 +526,7 @@ class Memory:
 
         >>> agent = dspy.ReAct("question -> answer", tools=memory.tools(user_id="ada"))
         """
-        from dspy_memory.tools import make_tools
+        from dspy_memory.agent.tools import make_tools
 
         self.store.check_open()  # tools made now would fail later, in the middle of an agent run
         return make_tools(self, Scope.of(user_id, agent_id, run_id), allow)

@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dspy_memory.text import SINGLE_VALUED_PREDICATES
-from dspy_memory.tokens import count_tokens
+from dspy_memory.util.text import SINGLE_VALUED_PREDICATES
+from dspy_memory.util.tokens import count_tokens
 
 _FIELD_LIST = re.compile(r"^\d+\. `(\w+)`", re.MULTILINE)
 _SECTION = re.compile(

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dspy_memory.errors import ScopeError
-from dspy_memory.text import valid_text
+from dspy_memory.util.text import valid_text
 
 MemoryKind = Literal["fact", "preference", "event", "procedure", "profile", "note", "turn"]
 MEMORY_KINDS: tuple[str, ...] = MemoryKind.__args__  # type: ignore[attr-defined]

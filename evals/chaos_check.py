@@ -126,7 +126,7 @@ occurred_at = (SELECT max(occurred_at) FROM episodes f WHERE f.user_id = e.user_
 
 def verify(memory: Any, logs: dict[str, Any], *, seed: int, sample: int = 100) -> dict[str, Any]:
     """The file against the writers' logs (see docs/benchmarks.md, "Chaos", for each number)."""
-    from dspy_memory.timeutil import now_db
+    from dspy_memory.util.timeutil import now_db
 
     messages = [
         (m["episode"], ack["user"], m["token"], m["kind"]) for ack in logs["acks"] for m in ack["messages"]
@@ -205,7 +205,7 @@ def verify(memory: Any, logs: dict[str, Any], *, seed: int, sample: int = 100) -
 def _db_time(seconds: float) -> str:
     from datetime import datetime, timezone
 
-    from dspy_memory.timeutil import to_db
+    from dspy_memory.util.timeutil import to_db
 
     return to_db(datetime.fromtimestamp(seconds, timezone.utc))
 

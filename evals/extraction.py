@@ -9,7 +9,7 @@ session, input = the session's turns with its date, reference = that session's `
 facts for both speakers. Predicted and reference facts are matched one to one by MiniLM cosine
 similarity >= 0.8 (evals/metrics.py); precision, recall and F1 are per session, averaged.
 Without --lm the baseline "every turn is a fact" runs (no LM), which is what raw mode stores.
-Model strings are built by `dspy_memory.lm.make_lm`. Per conversation and overall: precision,
+Model strings are built by `dspy_memory.util.lm.make_lm`. Per conversation and overall: precision,
 recall, F1, LM calls, tokens, latency p50/p95 per session and failed calls; written to --out
 (JSON), the same name with .md, and --plot (PNG).
 """
@@ -22,7 +22,7 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from dspy_memory.lm import lm_name, make_lm, run_program, short_error
+from dspy_memory.util.lm import lm_name, make_lm, run_program, short_error
 from evals.locomo import Conversation, add_data_arguments, conversations_from_args
 from evals.metrics import FACT_MATCH_THRESHOLD, match_facts
 from evals.report import RESULTS_DIR, command_line, machine, percentile, progress, save, stage, table

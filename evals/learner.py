@@ -47,8 +47,8 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from dspy_memory.plan import NEEDS_CONTENT
 from dspy_memory.testing import LMCall, ScriptedEngine, _AsyncScriptedEngine, parse_call
+from dspy_memory.write.validate import NEEDS_CONTENT
 
 _WORD = re.compile(r"[a-z]+|\d+")
 _SECTION = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\Z)", re.DOTALL)

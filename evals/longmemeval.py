@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from dspy_memory import Memory
-from dspy_memory.retrieval import MAX_K
+from dspy_memory.read.retrieval import MAX_K
 from evals.report import RESULTS_DIR, command_line, machine, percentile, progress, save, table
 from evals.sampling import add_limit_arguments, stratified
 

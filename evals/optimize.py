@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--out", required=True, help="where to save the compiled program, e.g. programs/NAME.json"
     )
     args = parser.parse_args(argv)
-    from dspy_memory.lm import make_lm
+    from dspy_memory.util.lm import make_lm
 
     task = get_task(args.program, embedder=args.embedder)
     examples = task.examples(args.train or task.default_data, args.embedder)

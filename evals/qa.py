@@ -9,7 +9,7 @@ Categories as released: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop (re
 as "1-4", the number peers publish), 5 adversarial (reported separately). `--ingest lm` runs the
 write program over each session (LM calls and tokens reported); `raw` stores every turn.
 Without --lm, the answer is the most relevant memory's text (a no-LM baseline). Model strings
-are built by `dspy_memory.lm.make_lm` (Ollama models get the native route with num_ctx).
+are built by `dspy_memory.util.lm.make_lm` (Ollama models get the native route with num_ctx).
 Per category: official F1, the judge's accuracy (--judge-lm), LM calls, tokens, answer latency
 p50/p95 and failed answers; written to --out (JSON), the same name with .md, and --plot (PNG).
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dspy_memory import Memory
-from dspy_memory.lm import lm_name, make_lm, run_program, short_error
+from dspy_memory.util.lm import lm_name, make_lm, run_program, short_error
 from evals.locomo import CATEGORY_NAMES, Conversation, add_data_arguments, conversations_from_args
 from evals.locomo_retrieval import index_conversation
 from evals.metrics import locomo_f1

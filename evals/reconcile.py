@@ -112,8 +112,8 @@ def oracle_lm(cases: list[dict[str, Any]]) -> Any:
 
 
 def run(cases: list[dict[str, Any]], *, program: str, lm: Any, threads: int = 1) -> dict[str, Any]:
-    from dspy_memory.lm import run_program
     from dspy_memory.programs import FactReconciler, FusedWriter
+    from dspy_memory.util.lm import run_program
 
     module = FactReconciler() if program == "reconcile" else FusedWriter()
     examples = as_examples(cases, program)
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", default=str(RESULTS_DIR / "reconcile.json"))
     parser.add_argument("--plot", default=str(RESULTS_DIR / "reconcile.png"))
     args = parser.parse_args(argv)
-    from dspy_memory.lm import make_lm
+    from dspy_memory.util.lm import make_lm
 
     if args.locomo:
         from evals.reconcile_locomo import load_locomo_cases

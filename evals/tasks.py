@@ -199,8 +199,8 @@ def query_examples(path: str, embedder: Any) -> list[Any]:
 
 def query_metric(example: Any, prediction: Any, trace: Any = None) -> float:
     """1 when the plan asks about the right time (a past date within a month, or now) and has a query."""
-    from dspy_memory.plan import lm_date
-    from dspy_memory.timeutil import to_datetime
+    from dspy_memory.util.timeutil import to_datetime
+    from dspy_memory.write.validate import lm_date
 
     plan = prediction.plan
     if not plan.queries:

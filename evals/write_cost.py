@@ -27,7 +27,7 @@ from evals.report import RESULTS_DIR, bar_chart, machine, table, write_json
 
 MODES = ("fused", "two_step", "compact")
 # The LM a fixed-case prompt is rendered for, by adapter: any cloud LM gets the chat format; a
-# local Ollama model the JSON format (see dspy_memory/lm.py adapter_for). Nothing is called.
+# local Ollama model the JSON format (see dspy_memory/util/lm.py adapter_for). Nothing is called.
 ADAPTER_LMS = {"chat": "openai/any-model", "ollama_json": "ollama_chat/llama3.2"}
 
 
@@ -37,9 +37,9 @@ def fixed_case() -> dict[str, Any]:
     turns hold (what two-step's second call reads)."""
     from dspy_memory.demo import load_demo_conversation
     from dspy_memory.programs.write import write_inputs
-    from dspy_memory.text import content_hash
-    from dspy_memory.timeutil import to_datetime
     from dspy_memory.types import Episode, MemoryRecord, Scope
+    from dspy_memory.util.text import content_hash
+    from dspy_memory.util.timeutil import to_datetime
 
     first, second = load_demo_conversation()["sessions"][:2]
     known = [fact for message in first["messages"] for fact in message.get("facts", [])][:5]
@@ -76,9 +76,9 @@ def fixed_case() -> dict[str, Any]:
 def fixed_case_prompts() -> dict[str, dict[str, Any]]:
     """Prompt tokens each program sends for `fixed_case()`, per adapter: {mode: {"calls": n,
     adapter: tokens}} (two-step: both calls, the second with the facts the first finds)."""
-    from dspy_memory.lm import make_lm, prompt_tokens
-    from dspy_memory.programs import make_write_program
     from dspy_memory.types import Fact
+    from dspy_memory.util.compiled import make_write_program
+    from dspy_memory.util.lm import make_lm, prompt_tokens
 
     case = fixed_case()
     inputs = case["inputs"]
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     from dspy_memory.demo import demo_facts
     from dspy_memory.testing import oracle_write_lm
-    from dspy_memory.tokens import tokenizer_name
+    from dspy_memory.util.tokens import tokenizer_name
 
     results = {
         "machine": machine(),

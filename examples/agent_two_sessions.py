@@ -19,7 +19,7 @@ from typing import Any
 import dspy
 
 from dspy_memory import Memory
-from dspy_memory.agent import MemoryReAct
+from dspy_memory.agent.react import MemoryReAct
 from dspy_memory.testing import scripted_agent_lm, tools_called
 
 

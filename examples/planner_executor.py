@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dspy_memory import Memory
-from dspy_memory.planner import MemoryTool
+from dspy_memory.agent.tool_card import MemoryTool
 
 
 def weather_api(city: str) -> str:

@@ -9,7 +9,7 @@ import dspy
 import pytest
 
 from dspy_memory import Memory
-from dspy_memory.agent import MemoryReAct
+from dspy_memory.agent.react import MemoryReAct
 from dspy_memory.embed import HashEmbedder
 from dspy_memory.testing import scripted_agent_lm as agent_lm
 from dspy_memory.testing import tools_called as steps_taken

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dspy_memory import Memory
-from dspy_memory.answering import fuse_rankings
 from dspy_memory.embed import HashEmbedder
+from dspy_memory.read.answer import fuse_rankings
 from dspy_memory.testing import scripted_lm
 from dspy_memory.types import Hit, MemoryRecord, ScoreDetails
 

@@ -12,7 +12,7 @@ import pytest
 from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder
 from dspy_memory.errors import InvalidInputError
-from dspy_memory.retrieval import RECIPES
+from dspy_memory.read.retrieval import RECIPES
 
 from .bad_input_catalogue import CASES, Env, run_catalogue
 from .bad_values import GOOD_TEXT, METADATA_GOOD

@@ -113,8 +113,7 @@ def test_a_failed_lm_write_exits_3_and_says_how_to_retry(tmp_path, no_lm_env, ca
         )
         err = capsys.readouterr().err
         assert (
-            "kept as raw turns" in err
-            and f"dspy-memory reprocess --db {db} --lm ollama_chat/llama3.2" in err
+            "kept as raw turns" in err and f"dspy-memory reprocess --db {db} --lm ollama_chat/llama3.2" in err
         )
         assert main(["reprocess", "--db", db, *lm]) == 3
         assert "failed again" in capsys.readouterr().err

@@ -9,11 +9,12 @@ import pytest
 from dspy_memory import Memory
 from dspy_memory.config import WriteConfig
 from dspy_memory.embed import HashEmbedder
-from dspy_memory.lm import prompt_tokens
-from dspy_memory.programs import CompactOp, CompactWriter, FusedWriter, resolve_write_mode
+from dspy_memory.programs import CompactOp, CompactWriter, FusedWriter
 from dspy_memory.programs.strict import StrictChatAdapter, StrictJSONAdapter
 from dspy_memory.testing import LMCall, scripted_lm
 from dspy_memory.types import Op
+from dspy_memory.util.compiled import resolve_write_mode
+from dspy_memory.util.lm import prompt_tokens
 from evals.write_cost import fixed_case, fixed_case_prompts
 
 from .scripted import alias_of
@@ -209,8 +210,8 @@ def test_compact_program_reads_its_answer_with_every_adapter(adapter):
 
 
 def test_the_ollama_schema_of_the_compact_answer_lets_fields_be_empty():
-    from dspy_memory.ollama import response_format
     from dspy_memory.programs import CompactWriteMemories
+    from dspy_memory.util.ollama import response_format
 
     schema = response_format(CompactWriteMemories, "schema")["json_schema"]["schema"]
     [op] = schema["$defs"].values()

@@ -7,7 +7,7 @@ import pytest
 from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder
 from dspy_memory.testing import scripted_lm
-from dspy_memory.tokens import count_tokens
+from dspy_memory.util.tokens import count_tokens
 
 from .scripted import fused_lm
 

@@ -12,7 +12,7 @@ from dspy_memory.embed import HashEmbedder
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.store.connection import resolve_driver
 from dspy_memory.store.keyword import match_expression, query_terms
-from dspy_memory.text import surrogate_at
+from dspy_memory.util.text import surrogate_at
 
 HOSTILE = [
     '"',

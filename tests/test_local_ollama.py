@@ -12,8 +12,8 @@ import pytest
 import dspy_memory
 from dspy_memory import LMUnavailableError, Memory
 from dspy_memory.errors import InvalidInputError
-from dspy_memory.lm import make_lm
 from dspy_memory.testing import oracle_responder, parse_call
+from dspy_memory.util.lm import make_lm
 
 from .fakes import chat_by_signature, ollama_server
 

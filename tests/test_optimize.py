@@ -161,7 +161,7 @@ def test_a_teachers_calls_are_counted_as_the_teachers(splits):
 
 
 def test_the_command_line_compiles_and_writes_the_numbers_beside_the_program(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr("dspy_memory.lm.make_lm", lambda spec, api_base=None: learner_lm(spec))
+    monkeypatch.setattr("dspy_memory.util.lm.make_lm", lambda spec, api_base=None: learner_lm(spec))
     out = tmp_path / "query.json"
     result = main(
         [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import json
 
-from dspy_memory.planner import MemoryTool
+from dspy_memory.agent.tool_card import MemoryTool
 from dspy_memory.types import Scope
 
 

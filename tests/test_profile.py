@@ -6,8 +6,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 from dspy_memory import Memory
+from dspy_memory.agent.profile import apply_op
 from dspy_memory.embed import HashEmbedder
-from dspy_memory.profile import apply_op
 from dspy_memory.testing import scripted_lm
 
 

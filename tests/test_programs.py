@@ -8,7 +8,6 @@ import dspy
 import pytest
 from pydantic import ValidationError
 
-from dspy_memory.plan import PlanLimits, lm_date, plan_ops
 from dspy_memory.programs import (
     ExtractFacts,
     FusedWriter,
@@ -19,9 +18,10 @@ from dspy_memory.programs import (
     WriteMemories,
 )
 from dspy_memory.testing import scripted_lm
-from dspy_memory.text import content_hash
-from dspy_memory.timeutil import to_db
 from dspy_memory.types import Episode, Fact, MemoryRecord, Op, Scope
+from dspy_memory.util.text import content_hash
+from dspy_memory.util.timeutil import to_db
+from dspy_memory.write.validate import PlanLimits, lm_date, plan_ops
 
 
 def test_ops_accept_what_lms_commonly_write():

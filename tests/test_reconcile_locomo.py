@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from dspy_memory.programs import KnownMemory
-from dspy_memory.text import normalize_name, normalize_predicate
 from dspy_memory.types import Fact, FactKind
+from dspy_memory.util.text import normalize_name, normalize_predicate
 from evals.data.reconcile_set import CATEGORIES
 from evals.locomo import DEFAULT_DATA, load_locomo
 from evals.reconcile import as_examples
@@ -81,7 +81,7 @@ def test_label_is_consistent(label):
         assert op["target"] == target["alias"]
         assert ("correction" in op) == (op["action"] == "INVALIDATE")
         # The write path refuses an UPDATE or NOOP (and turns an INVALIDATE into an ADD) that
-        # names another subject or relation than its target (dspy_memory/plan.py), so a label
+        # names another subject or relation than its target (dspy_memory/write/validate.py), so a label
         # must keep them equal.
         assert normalize_name(fact["subject"]) == normalize_name(target["subject"])
         assert normalize_predicate(fact["predicate"]) == normalize_predicate(target["predicate"])

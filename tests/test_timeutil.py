@@ -5,7 +5,7 @@ import pytest
 from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder
 from dspy_memory.errors import InvalidInputError
-from dspy_memory.timeutil import from_db, now_db, to_datetime, to_db
+from dspy_memory.util.timeutil import from_db, now_db, to_datetime, to_db
 
 
 def test_formats_round_trip_and_sort_as_text():

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from dspy_memory.text import day
+from dspy_memory.util.text import day
 
 # Exit statuses (documented in dspy_memory/cli/__init__.py and docs/cli.md).
 NOT_FOUND, LM_FAILED = 1, 3
@@ -23,7 +23,7 @@ def make_cli_lm(args: argparse.Namespace) -> Any:
     DSPY_MEMORY_LM_NUM_CTX), or None. An Ollama model is checked now, so an LM that is not
     running fails in seconds with what to run, not on every write."""
     from dspy_memory.config import MemoryConfig
-    from dspy_memory.lm import checked_lm
+    from dspy_memory.util.lm import checked_lm
 
     model = lm_model(args)
     if not model:

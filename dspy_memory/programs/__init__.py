@@ -11,7 +11,6 @@ from dspy_memory.programs.answer import (
 )
 from dspy_memory.programs.compact import CompactOp, CompactWriteMemories, CompactWriter
 from dspy_memory.programs.context import CompressMemories, MemoryCompressor
-from dspy_memory.programs.loading import WritePrograms, make_write_program, resolve_write_mode
 from dspy_memory.programs.write import (
     ExtractFacts,
     FactExtractor,
@@ -46,7 +45,4 @@ __all__ = [
     "Turn",
     "TwoStepWriter",
     "WriteMemories",
-    "WritePrograms",
-    "make_write_program",
-    "resolve_write_mode",
 ]

@@ -2,7 +2,7 @@
 
 Signatures are typed declarations with the instructions an LM reads; modules wrap them so DSPy
 optimizers can compile them against the evaluation sets in `evals/`. No I/O happens here: the
-write path (dspy_memory/write.py) finds the existing memories and applies the decisions.
+write path (dspy_memory/write/writer.py) finds the existing memories and applies the decisions.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 import dspy
 from pydantic import BaseModel, Field
 
-from dspy_memory.text import day
 from dspy_memory.types import Episode, Fact, MemoryRecord, Op, Scope
+from dspy_memory.util.text import day
 
 
 class Turn(BaseModel):

@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from dspy_memory.store.connection import Connections
-from dspy_memory.timeutil import now_db
 from dspy_memory.types import AuditReport
+from dspy_memory.util.timeutil import now_db
 
 # A fact that is believed and true now.
 _CURRENT = (

@@ -9,8 +9,8 @@ from typing import Any
 from dspy_memory.errors import BlockError
 from dspy_memory.store.connection import Connections
 from dspy_memory.store.queries import Predicate, scope_predicate
-from dspy_memory.timeutil import now_db
 from dspy_memory.types import Block, BlockVersion, Scope
+from dspy_memory.util.timeutil import now_db
 
 _COLUMNS = "id, label, value, char_limit, read_only, description, version, user_id, agent_id, run_id, created_at, updated_at"
 

@@ -8,8 +8,8 @@ from typing import Any, NamedTuple
 
 from dspy_memory.store.connection import Connections
 from dspy_memory.store.queries import Predicate, scope_predicate
-from dspy_memory.timeutil import to_db
 from dspy_memory.types import Episode, Scope
+from dspy_memory.util.timeutil import to_db
 
 _EPISODE_COLUMNS = (
     "id, user_id, agent_id, run_id, source, role, name, content, metadata, occurred_at, "

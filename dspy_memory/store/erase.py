@@ -29,8 +29,8 @@ from dspy_memory.store.freespace import zero_free_space
 from dspy_memory.store.keyword import KeywordIndex
 from dspy_memory.store.queries import Predicate, not_found, scope_predicate
 from dspy_memory.store.vectors import VectorIndex
-from dspy_memory.timeutil import now_db
 from dspy_memory.types import DeleteResult, Scope
+from dspy_memory.util.timeutil import now_db
 
 logger = logging.getLogger("dspy_memory")
 

@@ -16,9 +16,9 @@ from dspy_memory.store.queries import (
     record_from_row,
     scope_predicate,
 )
-from dspy_memory.text import normalize_name, normalize_predicate
-from dspy_memory.timeutil import now_db
 from dspy_memory.types import Entity, MemoryRecord, Scope
+from dspy_memory.util.text import normalize_name, normalize_predicate
+from dspy_memory.util.timeutil import now_db
 
 
 def _exact_scope(predicate: Predicate, scope: Scope, alias: str) -> Predicate:

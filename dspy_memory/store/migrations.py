@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from dspy_memory.errors import SchemaError
-from dspy_memory.timeutil import now_db
 from dspy_memory.types import EPISODE_SOURCES, MEMORY_KINDS
+from dspy_memory.util.timeutil import now_db
 
 
 def _sql_list(values: tuple[str, ...]) -> str:

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from dspy_memory.errors import InvalidInputError, MemoryNotFoundError
-from dspy_memory.text import shown, valid_text
-from dspy_memory.timeutil import TimeLike, now_db, to_db
 from dspy_memory.types import INT64_MAX, INT64_MIN, MEMORY_KINDS, MemoryRecord, Scope
+from dspy_memory.util.text import shown, valid_text
+from dspy_memory.util.timeutil import TimeLike, now_db, to_db
 
 MEMORY_COLUMNS = (
     "m.row_id, m.id, m.version, m.user_id, m.agent_id, m.run_id, m.content, m.kind, "

@@ -8,8 +8,8 @@ from typing import Any
 
 from dspy_memory.store.connection import Connections
 from dspy_memory.store.queries import Predicate, scope_predicate
-from dspy_memory.timeutil import now_db
 from dspy_memory.types import LMUsage, Rejection, Scope
+from dspy_memory.util.timeutil import now_db
 
 
 class WriteRunLog:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dspy_memory.store.connection import Connections
-from dspy_memory.timeutil import now_db
 from dspy_memory.types import Scope
+from dspy_memory.util.timeutil import now_db
 
 
 class RawTurns:

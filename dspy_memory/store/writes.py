@@ -24,8 +24,8 @@ from dspy_memory.store.queries import (
     scope_predicate,
 )
 from dspy_memory.store.vectors import NO_USER, VectorIndex
-from dspy_memory.timeutil import now_db
 from dspy_memory.types import MemoryRecord, Scope
+from dspy_memory.util.timeutil import now_db
 
 _INSERT_EVENT = (
     "INSERT INTO memory_events (memory_id, user_id, agent_id, run_id, event, version, old_content, "

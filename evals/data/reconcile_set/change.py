@@ -1,6 +1,6 @@
 """Change: a one-valued fact stopped being true because the world changed (a move, a new job, a
 new number), so the careful answer is INVALIDATE of the old memory, not a correction, carrying
-the new fact. Every family uses a one-valued predicate (dspy_memory.text.SINGLE_VALUED_PREDICATES)
+the new fact. Every family uses a one-valued predicate (dspy_memory.util.text.SINGLE_VALUED_PREDICATES)
 and shows one memory of that slot, so the rule-based oracle decides these cases too. Cases whose
 turns give a relative date carry the resolved date as `expected_valid_at`."""
 

@@ -14,12 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dspy_memory.agent.profile import PROFILE_LABEL
 from dspy_memory.errors import InvalidInputError
-from dspy_memory.profile import PROFILE_LABEL
 from dspy_memory.store import Store, TimeView
-from dspy_memory.text import SINGLE_VALUED_PREDICATES, content_hash, day, shown
-from dspy_memory.tokens import count_tokens, tokenizer_name
 from dspy_memory.types import Context, ContextItem, ContextSection, Hit, MemoryRecord, Provenance, Scope
+from dspy_memory.util.text import SINGLE_VALUED_PREDICATES, content_hash, day, shown
+from dspy_memory.util.tokens import count_tokens, tokenizer_name
 
 HEADINGS: dict[str, str] = {
     "blocks": "## Core memory",
@@ -56,8 +56,8 @@ def lm_compressor(lm: Any, query: str) -> Callable[[list[str], int], str]:
     """A summarizer of left-out lines for `ContextBuilder.build` (one MemoryCompressor call)."""
 
     def summarize(lines: list[str], room_tokens: int) -> str:
-        from dspy_memory.lm import run_program
         from dspy_memory.programs import MemoryCompressor
+        from dspy_memory.util.lm import run_program
 
         inputs = {"query": query, "memories": lines, "max_words": max(10, int(room_tokens * 0.7))}
         prediction, _ = run_program(MemoryCompressor(), lm, inputs, max_attempts=1)

@@ -17,12 +17,12 @@ from typing import Any
 
 from dspy_memory.embed import Embedder
 from dspy_memory.errors import DSPyMemoryError
-from dspy_memory.inputs import turn_text
-from dspy_memory.plan import NEEDS_CONTENT, Plan, PlannedOp
 from dspy_memory.store import NewMemory, Store
-from dspy_memory.text import SINGLE_VALUED_PREDICATES, content_hash, normalize_name
-from dspy_memory.timeutil import to_db
 from dspy_memory.types import AppliedOp, Episode, MemoryRecord, Scope
+from dspy_memory.util.text import SINGLE_VALUED_PREDICATES, content_hash, normalize_name
+from dspy_memory.util.timeutil import to_db
+from dspy_memory.write.inputs import turn_text
+from dspy_memory.write.validate import NEEDS_CONTENT, Plan, PlannedOp
 
 ACTOR = "lm"
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dspy_memory.errors import InvalidInputError
-from dspy_memory.text import shown, valid_text
-from dspy_memory.timeutil import TimeLike, to_datetime, utcnow
 from dspy_memory.types import EPISODE_SOURCES, INT64_MAX, INT64_MIN, Episode, Scope
+from dspy_memory.util.text import shown, valid_text
+from dspy_memory.util.timeutil import TimeLike, to_datetime, utcnow
 
 MAX_JSON_DEPTH = 64
 

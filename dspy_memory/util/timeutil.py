@@ -13,7 +13,7 @@ import numbers
 from datetime import date, datetime, time, timezone
 
 from dspy_memory.errors import InvalidInputError
-from dspy_memory.text import shown, surrogate_at
+from dspy_memory.util.text import shown, surrogate_at
 
 TimeLike = datetime | date | str | int | float
 

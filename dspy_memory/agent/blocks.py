@@ -9,8 +9,8 @@ from typing import Any
 
 from dspy_memory.errors import BlockError, InvalidInputError
 from dspy_memory.store import Store
-from dspy_memory.text import shown, valid_text
 from dspy_memory.types import Block, BlockVersion, Scope
+from dspy_memory.util.text import shown, valid_text
 
 _LABEL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 MAX_CHAR_LIMIT = 10_000_000

@@ -13,10 +13,10 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from dspy_memory.context import LOW_CONFIDENCE
 from dspy_memory.errors import DSPyMemoryError, InvalidInputError
-from dspy_memory.text import day
+from dspy_memory.read.context import LOW_CONFIDENCE
 from dspy_memory.types import MemoryRecord, Scope
+from dspy_memory.util.text import day
 
 if TYPE_CHECKING:
     from dspy_memory.memory import Memory

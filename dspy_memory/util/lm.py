@@ -31,7 +31,7 @@ _warned_lms: set[int] = set()
 def _checked(lm: Any) -> Any:
     """`lm`, after saying once when it is an Ollama model on the OpenAI-compatible route: that
     route sends no context window, so older Ollama versions cut prompts at 2,048 tokens."""
-    from dspy_memory.ollama import is_native_ollama
+    from dspy_memory.util.ollama import is_native_ollama
 
     model = str(getattr(lm, "model", "") or "")
     if model.startswith("ollama") and not is_native_ollama(lm) and id(lm) not in _warned_lms:
@@ -51,9 +51,9 @@ def make_lm(model: str, api_base: str | None = None, *, num_ctx: int | None = No
     An Ollama model ("ollama_chat/<model>" or "ollama/<model>") gets what `local()` builds:
     Ollama's native chat route at `api_base` (else $OLLAMA_HOST, else localhost; a trailing /v1
     is dropped), `options.num_ctx = num_ctx` (default 8192) on every request, and answers
-    constrained to each signature's output schema (see dspy_memory/ollama.py). `num_ctx`
+    constrained to each signature's output schema (see dspy_memory/util/ollama.py). `num_ctx`
     applies to Ollama models only."""
-    from dspy_memory.ollama import ollama_lm, ollama_model_name
+    from dspy_memory.util.ollama import ollama_lm, ollama_model_name
 
     if ollama_model_name(model) is not None:
         return ollama_lm(model, host=api_base, num_ctx=num_ctx)
@@ -65,8 +65,8 @@ def make_lm(model: str, api_base: str | None = None, *, num_ctx: int | None = No
 def adapter_for(lm: Any) -> Any:
     """The adapter `run_program` calls `lm` with: JSON constrained to the output schema on
     Ollama's native route, DSPy's field-marker chat format elsewhere; strict either way."""
-    from dspy_memory.ollama import OllamaJSONAdapter, is_native_ollama
     from dspy_memory.programs.strict import StrictChatAdapter
+    from dspy_memory.util.ollama import OllamaJSONAdapter, is_native_ollama
 
     return OllamaJSONAdapter() if is_native_ollama(lm) else StrictChatAdapter()
 
@@ -152,7 +152,7 @@ def prompt_tokens(program: Any, inputs: dict[str, Any], lm: Any = None) -> int:
     """Tokens of the prompt the program's first LM call to `lm` will send for `inputs`
     (instructions, demos and inputs as `run_program`'s adapter for `lm` renders them), counted
     before the call."""
-    from dspy_memory.tokens import count_tokens
+    from dspy_memory.util.tokens import count_tokens
 
     predictor = program.named_predictors()[0][1]
     messages = adapter_for(lm).format(predictor.signature, predictor.demos, inputs)
@@ -184,7 +184,7 @@ class LocalModels:
 def check_ollama(host: str, models: Sequence[str | None], *, timeout: float = 5.0) -> None:
     """Fail now, with what to run, unless the Ollama at `host` answers and has `models` pulled
     (LMUnavailableError): better than the same connection error on every write, minutes later."""
-    from dspy_memory.ollama import has_model, ollama_models, output_format
+    from dspy_memory.util.ollama import has_model, ollama_models, output_format
 
     available = ollama_models(host, timeout)
     missing = [name for name in models if name is not None and not has_model(available, name)]
@@ -202,7 +202,7 @@ def checked_lm(
 ) -> Any:
     """`make_lm(model, ...)`, after checking up front that an Ollama model can answer (other
     providers are not called before the first write: a check would cost a paid call)."""
-    from dspy_memory.ollama import ollama_host, ollama_model_name
+    from dspy_memory.util.ollama import ollama_host, ollama_model_name
 
     name = ollama_model_name(model)
     if name is not None:
@@ -232,12 +232,12 @@ def local(
     native chat route with a `num_ctx`-token window (default 8192; Ollama cuts longer prompts
     silently) and
     asks for answers constrained to each signature's output schema (JSON mode before Ollama
-    0.5.0); see dspy_memory/ollama.py. With configure=True (default) the LM is also set with
+    0.5.0); see dspy_memory/util/ollama.py. With configure=True (default) the LM is also set with
     dspy.configure(lm=...).
     """
     import dspy
 
-    from dspy_memory.ollama import ollama_host, ollama_lm, ollama_model_name
+    from dspy_memory.util.ollama import ollama_host, ollama_lm, ollama_model_name
 
     host = ollama_host(host)
     chat_model = ollama_model_name(llm) or llm

@@ -20,9 +20,9 @@ from dspy_memory.embed import Embedder
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.store import Candidate, Store, TimeView
 from dspy_memory.store.keyword import query_terms
-from dspy_memory.text import searchable, shown
-from dspy_memory.timeutil import now_db
 from dspy_memory.types import Hit, Scope, ScoreDetails
+from dspy_memory.util.text import searchable, shown
+from dspy_memory.util.timeutil import now_db
 
 logger = logging.getLogger("dspy_memory")
 

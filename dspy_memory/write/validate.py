@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from dspy_memory.store.keyword import query_terms
-from dspy_memory.text import content_hash, normalize_name, normalize_predicate, surrogate_at
-from dspy_memory.timeutil import to_db
 from dspy_memory.types import Episode, MemoryRecord, Op, Rejection, Scope
+from dspy_memory.util.text import content_hash, normalize_name, normalize_predicate, surrogate_at
+from dspy_memory.util.timeutil import to_db
 
 NEEDS_TARGET = ("UPDATE", "INVALIDATE", "DELETE", "NOOP")
 NEEDS_CONTENT = ("ADD", "UPDATE", "INVALIDATE")

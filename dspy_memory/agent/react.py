@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
-from dspy_memory.tools import TOOL_NAMES
+from dspy_memory.agent.tools import TOOL_NAMES
 from dspy_memory.types import Scope
 
 if TYPE_CHECKING:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from dspy_memory.context import ContextBuilder
-from dspy_memory.lm import run_program
-from dspy_memory.plan import lm_date
-from dspy_memory.retrieval import reciprocal_rank
-from dspy_memory.text import day
-from dspy_memory.timeutil import TimeLike, to_datetime, utcnow
+from dspy_memory.read.context import ContextBuilder
+from dspy_memory.read.retrieval import reciprocal_rank
 from dspy_memory.types import Answer, Hit, LMUsage, Scope
+from dspy_memory.util.lm import run_program
+from dspy_memory.util.text import day
+from dspy_memory.util.timeutil import TimeLike, to_datetime, utcnow
+from dspy_memory.write.validate import lm_date
 
 if TYPE_CHECKING:
     from dspy_memory.memory import Memory

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from dspy_memory.store.episodes import Claim, EpisodeLog, Unfinished
-from dspy_memory.timeutil import now_db, to_db, utcnow
 from dspy_memory.types import Episode
+from dspy_memory.util.timeutil import now_db, to_db, utcnow
 
 
 def process_gone(pid: int) -> bool:

@@ -20,20 +20,20 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from dspy_memory.apply import ClaimLostError, PlanApplier, Seen, raw_turn
-from dspy_memory.claims import Claimant
 from dspy_memory.config import WriteConfig
 from dspy_memory.embed import Embedder
 from dspy_memory.errors import WriteConflictError, WriteProgramError
-from dspy_memory.inputs import MessagesInput, episodes_from_input, turn_text
-from dspy_memory.lm import lm_name, prompt_tokens, run_program, short_error
-from dspy_memory.plan import Plan, PlanLimits, deletable_aliases, forget_requests, plan_ops
-from dspy_memory.retrieval import Retriever
+from dspy_memory.read.retrieval import Retriever
 from dspy_memory.store import NewMemory, Store, TimeView
-from dspy_memory.text import content_hash
-from dspy_memory.timeutil import TimeLike, now_db, to_db, utcnow
-from dspy_memory.tokens import count_tokens
 from dspy_memory.types import AddResult, Episode, LMUsage, MemoryRecord, Rejection, Scope
+from dspy_memory.util.lm import lm_name, prompt_tokens, run_program, short_error
+from dspy_memory.util.text import content_hash
+from dspy_memory.util.timeutil import TimeLike, now_db, to_db, utcnow
+from dspy_memory.util.tokens import count_tokens
+from dspy_memory.write.apply import ClaimLostError, PlanApplier, Seen, raw_turn
+from dspy_memory.write.claims import Claimant
+from dspy_memory.write.inputs import MessagesInput, episodes_from_input, turn_text
+from dspy_memory.write.validate import Plan, PlanLimits, deletable_aliases, forget_requests, plan_ops
 
 logger = logging.getLogger("dspy_memory")
 
@@ -78,7 +78,7 @@ class Writer:
     @property
     def programs(self) -> Any:
         """The write program of each mode (WritePrograms; built on first use: importing DSPy costs ~1 s)."""
-        from dspy_memory.programs.loading import WritePrograms
+        from dspy_memory.util.compiled import WritePrograms
 
         if not isinstance(self._programs, WritePrograms):
             self._programs = WritePrograms.of(self.config.mode, self._programs)

@@ -13,10 +13,10 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from dspy_memory.errors import BlockError
-from dspy_memory.lm import lm_name, run_program, short_error
 from dspy_memory.store import Store
-from dspy_memory.timeutil import now_db
 from dspy_memory.types import Episode, LMUsage, Rejection, Scope
+from dspy_memory.util.lm import lm_name, run_program, short_error
+from dspy_memory.util.timeutil import now_db
 
 PROFILE_LABEL = "_profile"
 PROFILE_CHARS = 20_000

@@ -1,0 +1,1 @@
+"""What agents use: ReAct tools, MemoryReAct, the planner tool card, core memory blocks and profiles."""

@@ -1,0 +1,1 @@
+"""Plumbing shared by the paths: text normalization, times, token counts, LM construction and Ollama, compiled programs."""
