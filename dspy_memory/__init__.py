@@ -28,10 +28,10 @@ from dspy_memory.errors import (
     WriteProgramError,
 )
 from dspy_memory.memory import Memory
+from dspy_memory.ops import AppliedOp, Fact, Op, Rejection
 from dspy_memory.read.retrieval import RECIPES, Recipe
 from dspy_memory.types import (
     AddResult,
-    AppliedOp,
     Block,
     BlockVersion,
     Context,
@@ -41,13 +41,10 @@ from dspy_memory.types import (
     EntityEdges,
     Episode,
     Event,
-    Fact,
     Hit,
     LMUsage,
     MemoryRecord,
-    Op,
     Provenance,
-    Rejection,
     Scope,
     ScoreDetails,
 )

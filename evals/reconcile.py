@@ -52,8 +52,8 @@ def as_examples(cases: list[dict[str, Any]], program: str) -> list[Any]:
     a labeled example is also a complete demonstration."""
     import dspy
 
+    from dspy_memory.ops import Fact
     from dspy_memory.programs import KnownMemory, Turn
-    from dspy_memory.types import Fact
 
     examples = []
     for case in cases:

@@ -76,7 +76,7 @@ def fixed_case() -> dict[str, Any]:
 def fixed_case_prompts() -> dict[str, dict[str, Any]]:
     """Prompt tokens each program sends for `fixed_case()`, per adapter: {mode: {"calls": n,
     adapter: tokens}} (two-step: both calls, the second with the facts the first finds)."""
-    from dspy_memory.types import Fact
+    from dspy_memory.ops import Fact
     from dspy_memory.util.compiled import make_write_program
     from dspy_memory.util.lm import make_lm, prompt_tokens
 

@@ -90,13 +90,13 @@ def test_answer_searches_every_planned_query_and_the_question(db_path, monkeypat
         assert first in _facts_in(memory.context(PLANNED[0], user_id="ada"))
 
         searched: list[str] = []
-        search_in = memory._search_in
+        search_at = memory._retriever.search_at
 
-        def spy(scope, query, **options):
+        def spy(query, scope, **options):
             searched.append(query)
-            return search_in(scope, query, **options)
+            return search_at(query, scope, **options)
 
-        monkeypatch.setattr(memory, "_search_in", spy)
+        monkeypatch.setattr(memory._retriever, "search_at", spy)
         result = memory.answer(TRIP_QUESTION, user_id="ada", rewrite=True, today="2024-04-01")
 
     assert result.queries == PLANNED and result.usage.lm_calls == 2

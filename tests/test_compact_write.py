@@ -9,10 +9,10 @@ import pytest
 from dspy_memory import Memory
 from dspy_memory.config import WriteConfig
 from dspy_memory.embed import HashEmbedder
+from dspy_memory.ops import Op
 from dspy_memory.programs import CompactOp, CompactWriter, FusedWriter
 from dspy_memory.programs.strict import StrictChatAdapter, StrictJSONAdapter
 from dspy_memory.testing import LMCall, scripted_lm
-from dspy_memory.types import Op
 from dspy_memory.util.compiled import resolve_write_mode
 from dspy_memory.util.lm import prompt_tokens
 from evals.write_cost import fixed_case, fixed_case_prompts

@@ -8,6 +8,7 @@ import dspy
 import pytest
 from pydantic import ValidationError
 
+from dspy_memory.ops import Fact, Op
 from dspy_memory.programs import (
     ExtractFacts,
     FusedWriter,
@@ -18,7 +19,7 @@ from dspy_memory.programs import (
     WriteMemories,
 )
 from dspy_memory.testing import scripted_lm
-from dspy_memory.types import Episode, Fact, MemoryRecord, Op, Scope
+from dspy_memory.types import Episode, MemoryRecord, Scope
 from dspy_memory.util.text import content_hash
 from dspy_memory.util.timeutil import to_db
 from dspy_memory.write.validate import PlanLimits, lm_date, plan_ops

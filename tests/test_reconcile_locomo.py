@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from dspy_memory.ops import Fact, FactKind
 from dspy_memory.programs import KnownMemory
-from dspy_memory.types import Fact, FactKind
 from dspy_memory.util.text import normalize_name, normalize_predicate
 from evals.data.reconcile_set import CATEGORIES
 from evals.locomo import DEFAULT_DATA, load_locomo

@@ -14,8 +14,9 @@ from datetime import date, datetime, timezone
 import pytest
 
 from dspy_memory.config import WriteConfig
+from dspy_memory.ops import Op
 from dspy_memory.testing import oracle_decisions
-from dspy_memory.types import Episode, MemoryRecord, Op, Scope
+from dspy_memory.types import Episode, MemoryRecord, Scope
 from dspy_memory.util.text import content_hash
 from dspy_memory.write.validate import deletable_aliases, forget_requests, plan_ops
 from evals.data.reconcile_set.kit import PEOPLE, day

@@ -278,6 +278,7 @@ def test_opening_a_file_of_0_1_repairs_its_three_digit_years(db_path):
     )
     conn.close()
     with Memory(db_path, embedder=HashEmbedder(64), pending_grace_seconds=0) as memory:
+        assert memory.resume() == 1
         [episode] = memory.store.episodes.get_many(["old"])
         assert episode.occurred_at.year == 999 and episode.status == "done"
         [turn] = memory.get_all(user_id="ada")

@@ -13,12 +13,12 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from dspy_memory.errors import BlockError
+from dspy_memory.ops import Rejection
 from dspy_memory.store import Store
-from dspy_memory.types import Episode, LMUsage, Rejection, Scope
+from dspy_memory.types import PROFILE_LABEL, Episode, LMUsage, Scope
 from dspy_memory.util.lm import lm_name, run_program, short_error
 from dspy_memory.util.timeutil import now_db
 
-PROFILE_LABEL = "_profile"
 PROFILE_CHARS = 20_000
 
 
@@ -121,6 +121,14 @@ class Profiles:
         except BlockError as exc:
             raise ValueError(f"the profile is too large to store: {exc}") from None
         return validated
+
+    def update_from(
+        self, episodes: Sequence[Episode] | None, scope: Scope, *, lm: Any, recent: int
+    ) -> ProfileUpdate:
+        """`update` from these episodes, or from the scope's `recent` latest ones."""
+        if episodes is None:
+            episodes = self._store.episodes.list(scope, limit=recent, newest_first=True)[::-1]
+        return self.update(episodes, scope, lm=lm)
 
     def update(
         self,

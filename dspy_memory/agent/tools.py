@@ -114,7 +114,7 @@ def make_tools(memory: Memory, scope: Scope, allow: Iterable[str] | None = None)
         Returns what is true now, or with `as_of` (a date, YYYY-MM-DD) what was true then. Each
         line shows the memory id, whether it is current or superseded with its dates, and the
         fact. Use it before answering questions about the user or past events."""
-        hits = memory._search_in(scope, query, k=max(1, min(int(k), 20)), as_of=as_of or None)
+        hits = memory._retriever.search_at(query, scope, k=max(1, min(int(k), 20)), as_of=as_of or None)
         if not hits:
             return "no memories found" + (f" for {as_of}" if as_of else "")
         header = f"{len(hits)} memories" + (f" true on {as_of}" if as_of else " (current)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from dspy_memory.embed.base import BatchedEmbedder, Embedder, text_hash
+from dspy_memory.embed.base import BatchedEmbedder, Embedder, forget_cached_content, text_hash
 from dspy_memory.embed.hashing import HashEmbedder
 from dspy_memory.embed.local import MINILM, LocalEmbedder
 from dspy_memory.embed.remote import OllamaEmbedder, OpenAIEmbedder
@@ -100,6 +100,7 @@ def choose_embedder(given: Any, configured: str | None, recorded: str | None, *,
 
 
 __all__ = [
+    "forget_cached_content",
     "choose_embedder",
     "BatchedEmbedder",
     "CallableEmbedder",

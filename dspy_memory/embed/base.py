@@ -131,3 +131,12 @@ class BatchedEmbedder(ABC):
             raise EmbeddingError(f"embedder {self.name!r} returned NaN or infinite values")
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.where(norms == 0, 1.0, norms)
+
+
+def forget_cached_content(embedder: Any) -> None:
+    """Drop an embedder's cached vectors after an erasure: the cache is keyed by content, so
+    none of it may stay in memory. Dropping all of it costs a few re-embeddings and needs no
+    list of what was erased."""
+    clear = getattr(embedder, "clear_cache", None)
+    if clear is not None:
+        clear()

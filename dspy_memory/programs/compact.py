@@ -16,8 +16,8 @@ from typing import Any
 import dspy
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from dspy_memory.ops import Op, WriteAction
 from dspy_memory.programs.write import KnownMemory, Turn
-from dspy_memory.types import Op, WriteAction
 
 
 def _bare_schema(schema: dict[str, Any]) -> None:

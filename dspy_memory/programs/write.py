@@ -14,7 +14,8 @@ from typing import Any
 import dspy
 from pydantic import BaseModel, Field
 
-from dspy_memory.types import Episode, Fact, MemoryRecord, Op, Scope
+from dspy_memory.ops import Fact, Op
+from dspy_memory.types import Episode, MemoryRecord, Scope
 from dspy_memory.util.text import day
 
 

@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dspy_memory.read.context import ContextBuilder
-from dspy_memory.read.retrieval import reciprocal_rank
+from dspy_memory.read.retrieval import Retriever, reciprocal_rank
 from dspy_memory.types import Answer, Hit, LMUsage, Scope
 from dspy_memory.util.lm import run_program
 from dspy_memory.util.text import day
 from dspy_memory.util.timeutil import TimeLike, to_datetime, utcnow
 from dspy_memory.write.validate import lm_date
 
-if TYPE_CHECKING:
-    from dspy_memory.memory import Memory
-
 
 def answer_question(
-    memory: Memory,
+    retriever: Retriever,
     question: str,
     scope: Scope,
     *,
@@ -27,9 +24,9 @@ def answer_question(
     as_of: TimeLike | None,
     rewrite: bool,
     today: TimeLike | None,
-    answerer: Any = None,
-    rewriter: Any = None,
+    programs: dict[str, Any],
 ) -> Answer:
+    """Answer from memory; `programs` may hold compiled "answer" and "query" programs."""
     from dspy_memory.programs import MemoryAnswerer, QueryRewriter
 
     if not isinstance(question, str) or not question.strip():
@@ -39,28 +36,31 @@ def answer_question(
     queries = [question]
     if rewrite:
         plan, spent = run_program(
-            rewriter or QueryRewriter(), lm, {"question": question, "today": date}, max_attempts=2
+            programs.get("query") or QueryRewriter(),
+            lm,
+            {"question": question, "today": date},
+            max_attempts=2,
         )
         usage = usage + spent
         queries = [query for query in (plan.plan.queries or []) if query.strip()][:3] or [question]
         if as_of is None and plan.plan.as_of:
             as_of = lm_date(plan.plan.as_of)
-    rrf_k = memory.config.retrieval.rrf_k
+    rrf_k = retriever.config.rrf_k
 
     # The question and each planned query are searched apart (one string of all of them would
     # let the longest query's words outweigh the rest) and their hits fused.
     def search(text: str, *, k: int, as_of: Any, kinds: Sequence[str]) -> list[Hit]:
         rankings = [
-            memory._search_in(scope, query, k=k, as_of=as_of, kinds=kinds)
+            retriever.search_at(query, scope, k=k, as_of=as_of, kinds=kinds)
             for query in _distinct([text, *queries])
         ]
         return fuse_rankings(rankings, rrf_k=rrf_k)[:k]
 
-    context = ContextBuilder(memory.store, search).build(
+    context = ContextBuilder(retriever.store, search).build(
         question, scope, budget_tokens=budget_tokens, as_of=as_of
     )
     prediction, spent = run_program(
-        answerer or MemoryAnswerer(),
+        programs.get("answer") or MemoryAnswerer(),
         lm,
         {"question": question, "context": context.text, "today": date},
         max_attempts=2,

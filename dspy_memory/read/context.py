@@ -14,10 +14,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dspy_memory.agent.profile import PROFILE_LABEL
 from dspy_memory.errors import InvalidInputError
+from dspy_memory.read.retrieval import Retriever
 from dspy_memory.store import Store, TimeView
-from dspy_memory.types import Context, ContextItem, ContextSection, Hit, MemoryRecord, Provenance, Scope
+from dspy_memory.types import (
+    PROFILE_LABEL,
+    Context,
+    ContextItem,
+    ContextSection,
+    Hit,
+    MemoryRecord,
+    Provenance,
+    Scope,
+)
 from dspy_memory.util.text import SINGLE_VALUED_PREDICATES, content_hash, day, shown
 from dspy_memory.util.tokens import count_tokens, tokenizer_name
 
@@ -263,3 +272,13 @@ class ContextBuilder:
                 section = item.section
             parts.append(item.text)
         return "\n".join(parts)
+
+
+def context_for(
+    retriever: Retriever, query: str, scope: Scope, *, budget_tokens: int, as_of: Any, lm: Any = None
+) -> Context:
+    """`ContextBuilder.build` over the retriever's searches; with `lm`, what does not fit is
+    summarized (one call)."""
+    builder = ContextBuilder(retriever.store, lambda text, **how: retriever.search_at(text, scope, **how))
+    summarize = lm_compressor(lm, query) if lm is not None else None
+    return builder.build(query, scope, budget_tokens=budget_tokens, as_of=as_of, compress=summarize)

@@ -20,9 +20,9 @@ from dspy_memory.embed import Embedder
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.store import Candidate, Store, TimeView
 from dspy_memory.store.keyword import query_terms
-from dspy_memory.types import Hit, Scope, ScoreDetails
-from dspy_memory.util.text import searchable, shown
-from dspy_memory.util.timeutil import now_db
+from dspy_memory.types import Hit, MemoryRecord, Scope, ScoreDetails
+from dspy_memory.util.text import check_count, searchable, shown
+from dspy_memory.util.timeutil import TimeLike, now_db
 
 logger = logging.getLogger("dspy_memory")
 
@@ -119,6 +119,37 @@ class Retriever:
     def close(self) -> None:
         self._pool.shutdown(wait=True)
         self.flush()
+
+    def search_at(
+        self,
+        query: str,
+        scope: Scope,
+        *,
+        as_of: TimeLike | None = None,
+        known_at: TimeLike | None = None,
+        **options: Any,
+    ) -> list[Hit]:
+        """`search` as of a world time and as known at a system time (default: now)."""
+        return self.search(query, scope, view=TimeView.at(as_of=as_of, known_at=known_at), **options)
+
+    def list(
+        self,
+        scope: Scope,
+        *,
+        kinds: Sequence[str] | None = None,
+        filters: dict[str, Any] | None = None,
+        as_of: TimeLike | None = None,
+        known_at: TimeLike | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[MemoryRecord]:
+        """Memories of a scope, newest first, with the same filters as `search`."""
+        check_count(limit, "limit", low=1)
+        check_count(offset, "offset", low=0)
+        view = TimeView.at(as_of=as_of, known_at=known_at)
+        predicate = self.store.memory_predicate(scope, view, kinds, filters)
+        self.flush()  # recall counts are part of what a listing shows
+        return self.store.list_memories(predicate, view, limit=limit, offset=offset)
 
     def search(
         self,

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from dspy_memory.errors import InvalidInputError
 from dspy_memory.store.connection import Connections
 from dspy_memory.store.queries import (
     MEMORY_COLUMNS,
@@ -16,8 +17,8 @@ from dspy_memory.store.queries import (
     record_from_row,
     scope_predicate,
 )
-from dspy_memory.types import Entity, MemoryRecord, Scope
-from dspy_memory.util.text import normalize_name, normalize_predicate
+from dspy_memory.types import Entity, EntityEdges, MemoryRecord, Scope
+from dspy_memory.util.text import normalize_name, normalize_predicate, valid_text
 from dspy_memory.util.timeutil import now_db
 
 
@@ -100,12 +101,24 @@ class EntityGraph:
     ) -> list[MemoryRecord]:
         """Every memory about `subject` (and `predicate`), true now or in the past, in world-time
         order: how a fact changed."""
+        if subject is None and predicate is None:
+            raise InvalidInputError("timeline() needs subject=, predicate= or both")
+        for name, value in (("subject", subject), ("predicate", predicate)):
+            if value is not None:
+                valid_text(value, name)
         where = _latest_versions(scope_predicate(Predicate(), scope), view)
         if subject is not None:
             where.add("subj.normalized_name = ?", normalize_name(subject))
         if predicate is not None:
             where.add("m.predicate = ?", normalize_predicate(predicate))
         return self._records(where, view)
+
+    def neighbourhood(self, entity: str, scope: Scope, view: TimeView) -> EntityEdges:
+        """The entities named `entity` in a scope and the memories linking them."""
+        entities = self.entities(entity, scope)
+        return EntityEdges(
+            entity=entity, entities=entities, edges=self.edges([e.id for e in entities], scope, view)
+        )
 
     def edges(self, entity_ids: list[str], scope: Scope, view: TimeView) -> list[MemoryRecord]:
         """Memories in which these entities are the subject or the object, current and past."""

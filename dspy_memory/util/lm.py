@@ -25,6 +25,20 @@ def resolve_lm(lm: Any) -> Any:
     return None if dspy is None else _checked(dspy.settings.lm)
 
 
+def lm_for(configured: Any, infer: bool | None) -> Any:
+    """The LM a call is to use: none for infer=False, the configured one (or dspy's) for
+    infer=None, and for infer=True that one or an error saying how to set one."""
+    if infer is False:
+        return None
+    lm = resolve_lm(configured)
+    if lm is None and infer:
+        raise LMUnavailableError(
+            "add(infer=True) needs an LM: dspy.configure(lm=dspy.LM('ollama_chat/llama3.2')), "
+            "Memory(path, lm=...), or DSPY_MEMORY_LM=...; infer=False stores raw turns"
+        )
+    return lm
+
+
 _warned_lms: set[int] = set()
 
 

@@ -107,3 +107,15 @@ def normalize_name(name: str) -> str:
 def normalize_predicate(predicate: str) -> str:
     """Predicates are snake_case ("Lives In" -> "lives_in") so timelines can group them."""
     return "_".join(normalize_name(predicate).split())[:64]
+
+
+def check_id(memory_id: Any, name: str = "memory_id") -> str:
+    """A memory id as given by add/search: a string (unknown ids are for the caller to report)."""
+    return valid_text(memory_id, name)
+
+
+def check_count(value: Any, name: str, *, low: int, high: int = 2**63 - 1) -> int:
+    """An integer argument within [low, high] (bools are not integers here)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInputError(f"{name} must be an integer from {low} to {high}, got {shown(value)}")
+    return value

@@ -15,10 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dspy_memory.embed import Embedder
+from dspy_memory.embed import Embedder, forget_cached_content
 from dspy_memory.errors import DSPyMemoryError
+from dspy_memory.ops import AppliedOp
 from dspy_memory.store import NewMemory, Store
-from dspy_memory.types import AppliedOp, Episode, MemoryRecord, Scope
+from dspy_memory.types import Episode, MemoryRecord, Scope
 from dspy_memory.util.text import SINGLE_VALUED_PREDICATES, content_hash, normalize_name
 from dspy_memory.util.timeutil import to_db
 from dspy_memory.write.inputs import turn_text
@@ -144,9 +145,7 @@ class PlanApplier:
                 store.erase.episodes(list(forget_requests), scope=scope, actor=ACTOR)
         if deletes:
             store.erase.compact()
-            clear = getattr(self.embedder, "clear_cache", None)
-            if clear is not None:  # purged content must not stay in the embedding cache
-                clear()
+            forget_cached_content(self.embedder)
         records = [store.get_memory(memory_id, scope=scope) for memory_id in dict.fromkeys(batch.changed)]
         return applied, [record for record in records if record is not None]
 

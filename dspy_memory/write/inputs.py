@@ -69,18 +69,6 @@ def check_metadata(metadata: Any, name: str = "metadata") -> dict[str, Any]:
     return dict(metadata)
 
 
-def check_id(memory_id: Any, name: str = "memory_id") -> str:
-    """A memory id as given by add/search: a string (unknown ids are for the caller to report)."""
-    return valid_text(memory_id, name)
-
-
-def check_count(value: Any, name: str, *, low: int, high: int = INT64_MAX) -> int:
-    """An integer argument within [low, high] (bools are not integers here)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidInputError(f"{name} must be an integer from {low} to {high}, got {shown(value)}")
-    return value
-
-
 MessagesInput = str | Mapping[str, Any] | Sequence[Any]
 
 _MESSAGE_KEYS = {"role", "content", "name", "metadata", "at", "source"}

@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from dspy_memory.ops import Op, Rejection
 from dspy_memory.store.keyword import query_terms
-from dspy_memory.types import Episode, MemoryRecord, Op, Rejection, Scope
+from dspy_memory.types import Episode, MemoryRecord, Scope
 from dspy_memory.util.text import content_hash, normalize_name, normalize_predicate, surrogate_at
 from dspy_memory.util.timeutil import to_db
 

@@ -1,0 +1,277 @@
+"""The LM path of writing: the write program reads a batch of episodes next to the existing
+memories most related to them, `validate.py` checks the operations it proposes, and `apply.py`
+applies them in ONE transaction. A batch whose memories changed while the LM read them is planned
+again; when the program fails, the episodes are kept searchable as raw turns, marked failed."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dspy_memory.config import WriteConfig
+from dspy_memory.errors import WriteConflictError, WriteProgramError
+from dspy_memory.ops import FACT_KINDS, Rejection
+from dspy_memory.read.retrieval import Retriever
+from dspy_memory.store import Store, TimeView
+from dspy_memory.types import AddResult, Episode, LMUsage, MemoryRecord, Scope
+from dspy_memory.util.lm import lm_name, prompt_tokens, run_program, short_error
+from dspy_memory.util.text import content_hash
+from dspy_memory.util.timeutil import now_db
+from dspy_memory.util.tokens import count_tokens
+from dspy_memory.write.apply import ClaimLostError, PlanApplier, Seen
+from dspy_memory.write.claims import Claimant
+from dspy_memory.write.inputs import turn_text
+from dspy_memory.write.turns import TurnWriter
+from dspy_memory.write.validate import Plan, PlanLimits, deletable_aliases, forget_requests, plan_ops
+
+logger = logging.getLogger("dspy_memory")
+
+
+class LMWriter:
+    def __init__(
+        self,
+        store: Store,
+        retriever: Retriever,
+        config: WriteConfig,
+        *,
+        program: Any,
+        applier: PlanApplier,
+        claims: Claimant,
+        turns: TurnWriter,
+    ) -> None:
+        self.store = store
+        self.retriever = retriever
+        self.config = config
+        self._programs = program  # a module for every LM, or WritePrograms; see `programs`
+        self._applier = applier
+        self._forget = re.compile(config.forget_pattern, re.IGNORECASE)
+        self.claims = claims
+        self._turns = turns
+
+    @property
+    def programs(self) -> Any:
+        """The write program of each mode (WritePrograms; built on first use: importing DSPy costs ~1 s)."""
+        from dspy_memory.util.compiled import WritePrograms
+
+        if not isinstance(self._programs, WritePrograms):
+            self._programs = WritePrograms.of(self.config.mode, self._programs)
+        return self._programs
+
+    def mode_for(self, lm: Any) -> str:
+        """The write program `lm` runs: write.mode, or for "auto" compact on a local Ollama model."""
+        return self.programs.mode_for(lm_name(lm))
+
+    def infer(self, episodes: Sequence[Episode], *, lm: Any) -> AddResult:
+        """Run the write program over episodes of ONE scope, in batches of `max_batch` in time
+        order, and apply what it decides.
+
+        LM and parse failures do not raise: the batch's episodes are marked failed with the
+        error and kept searchable as raw `turn` memories (see AddResult.error)."""
+        ordered = sorted(episodes, key=lambda e: (e.occurred_at, e.ingested_at))
+        size = self.config.max_batch
+        results = [
+            self._infer_batch(ordered[start : start + size], lm) for start in range(0, len(ordered), size)
+        ]
+        return results[0] if len(results) == 1 else AddResult.merged(results, self.mode_for(lm))
+
+    def _infer_batch(self, episodes: Sequence[Episode], lm: Any) -> AddResult:
+        from dspy_memory.programs.write import write_inputs
+
+        mode = self.mode_for(lm)
+        program = self.programs.program_for(mode)
+        started = now_db()
+        scope = episodes[0].scope
+        ids = [episode.id for episode in episodes]
+        spoken = [e for e in episodes if e.content.strip()]
+        if not spoken:
+            self.store.episodes.mark(ids, "done")
+            return AddResult(episodes=self.store.episodes.get_many(ids), mode=mode)
+        observed = max(episode.occurred_at for episode in spoken)
+        usage = LMUsage()
+        conflict: WriteConflictError | None = None
+        unseen: list[str] = []  # facts a conflict showed the LM had to see: shown next time
+        for _ in range(self.config.max_conflict_retries + 1):
+            after_row_id = self.store.last_row_id()  # before the candidates: nothing newer is seen
+            try:
+                candidates = self._candidates(spoken, scope, include=unseen)
+            except Exception as exc:  # the embedder is down: nothing to do until it is back
+                self.store.episodes.mark(ids, "failed", error=short_error(exc))
+                raise
+            inputs = write_inputs(
+                spoken,
+                candidates,
+                scope=scope,
+                observed_at=observed,
+                max_turn_chars=self.config.max_turn_chars,
+            )
+            if len(episodes) > 1 and conflict is None and self._over_budget(program, inputs, lm):
+                half = len(episodes) // 2
+                return AddResult.merged(
+                    [self._infer_batch(episodes[:half], lm), self._infer_batch(episodes[half:], lm)], mode
+                )
+            self.claims.renew(ids)
+            try:
+                prediction, spent = run_program(
+                    program,
+                    lm,
+                    inputs,
+                    max_attempts=self.config.max_attempts,
+                    timeout_s=self.config.lm_timeout_s,
+                )
+            except WriteProgramError as exc:
+                usage = usage + (exc.usage or LMUsage())
+                return self._fail(episodes, scope, mode, lm, usage, str(exc), started)
+            usage = usage + spent
+            plan, requests = self._plan(list(prediction.ops or []), candidates, spoken, scope)
+            try:
+                applied, memories = self._applier.apply(
+                    plan,
+                    episodes,
+                    scope,
+                    seen=Seen(after_row_id, candidates),
+                    held_by=self.claims.token,
+                    forget_requests=requests,
+                )
+            except WriteConflictError as exc:
+                conflict = exc
+                unseen = list(dict.fromkeys([*unseen, *exc.unseen]))
+                logger.info("write program: %s; planning again with fresh memories", exc)
+                continue
+            except ClaimLostError as exc:
+                self._log_run(scope, mode, ids, lm, usage, 0, plan.rejected, str(exc), started)
+                return AddResult(
+                    episodes=self.store.episodes.get_many(ids), mode=mode, usage=usage, error=str(exc)
+                )
+            except Exception as exc:
+                self.store.episodes.mark(ids, "failed", error=short_error(exc))
+                self._log_run(scope, mode, ids, lm, usage, 0, plan.rejected, short_error(exc), started)
+                raise
+            self._log_run(scope, mode, ids, lm, usage, len(applied), plan.rejected, None, started)
+            if plan.rejected:
+                logger.info("write program: %d operation(s) refused: %s", len(plan.rejected), plan.rejected)
+            return AddResult(
+                episodes=self.store.episodes.get_many(ids),
+                memories=memories,
+                mode=mode,
+                ops=applied,
+                rejected=plan.rejected,
+                usage=usage,
+            )
+        error = f"the memories the LM read did not hold still ({self.config.max_conflict_retries + 1} tries): {conflict}"
+        return self._fail(episodes, scope, mode, lm, usage, error, started)
+
+    def _over_budget(self, program: Any, inputs: dict[str, Any], lm: Any) -> bool:
+        """Whether the first LM call to `lm` for `inputs` would exceed `max_prompt_tokens` (memories
+        shown only to a later call, as in two-step's reconcile, are counted too)."""
+        tokens = prompt_tokens(program, inputs, lm)
+        if "existing_memories" not in program.named_predictors()[0][1].signature.input_fields:
+            tokens += count_tokens(
+                json.dumps([memory.model_dump() for memory in inputs["existing_memories"]])
+            )
+        return tokens > self.config.max_prompt_tokens
+
+    def _candidates(
+        self, spoken: Sequence[Episode], scope: Scope, *, include: Sequence[str] = ()
+    ) -> dict[int, MemoryRecord]:
+        """Existing memories most related to the new messages, by alias 1, 2, ...; the current
+        memories `include` names first, whatever the search finds."""
+        config = self.config
+        found: dict[str, MemoryRecord] = {}
+        for memory_id in include:
+            record = self.store.get_memory(memory_id, scope=scope)
+            if record is not None and record.status == "current":
+                found[record.id] = record
+        if config.candidates_per_message == 0 or config.max_candidates == 0:
+            return dict(enumerate(found.values(), start=1))
+        view = TimeView.at()
+        for episode in spoken[-config.max_candidate_queries :]:
+            hits = self.retriever.search(
+                turn_text(episode)[: config.max_turn_chars],
+                scope,
+                k=config.candidates_per_message,
+                view=view,
+                kinds=FACT_KINDS,
+                count_access=False,
+            )
+            for hit in hits:
+                found.setdefault(hit.memory.id, hit.memory)
+        chosen = list(found.values())[: max(config.max_candidates, len(include))]
+        return {alias: record for alias, record in enumerate(chosen, start=1)}
+
+    def _plan(
+        self,
+        ops: Sequence[Any],
+        candidates: Mapping[int, MemoryRecord],
+        spoken: Sequence[Episode],
+        scope: Scope,
+    ) -> tuple[Plan, list[str]]:
+        """The validated plan, and the episodes that ask to forget something."""
+        hashes = [content_hash(op.content) for op in ops if getattr(op, "content", None)]
+        requests = forget_requests(spoken, self._forget)
+        deletable = deletable_aliases(requests, candidates, self._forget)
+        config = self.config
+        plan = plan_ops(
+            ops,
+            candidates,
+            scope=scope,
+            episodes=spoken,
+            delete_requested=bool(requests),
+            deletable=deletable,
+            existing=self.store.current_by_hash(hashes, scope) if hashes else {},
+            limits=PlanLimits(
+                max_ops=config.max_ops,
+                max_content_chars=config.max_content_chars,
+                max_deletes=config.max_deletes,
+            ),
+        )
+        return plan, [episode.id for episode in requests]
+
+    def _fail(
+        self,
+        episodes: Sequence[Episode],
+        scope: Scope,
+        mode: str,
+        lm: Any,
+        usage: LMUsage,
+        error: str,
+        started: str,
+    ) -> AddResult:
+        """The program failed: keep the episodes searchable as raw turns, marked failed."""
+        logger.warning("write program failed; episodes kept as raw turns for reprocess(): %s", error)
+        ids = [episode.id for episode in episodes]
+        memories: list[MemoryRecord] = []
+        try:
+            memories = self._turns.store(episodes, actor="system", error=error)
+        except Exception as exc:  # the episodes are on disk and marked failed by process_raw
+            error = f"{error}; raw turns not stored either: {short_error(exc)}"
+        self._log_run(scope, mode, ids, lm, usage, 0, [], error, started)
+        return AddResult(
+            episodes=self.store.episodes.get_many(ids), memories=memories, mode=mode, usage=usage, error=error
+        )
+
+    def _log_run(
+        self,
+        scope: Scope,
+        mode: str,
+        episode_ids: list[str],
+        lm: Any,
+        usage: LMUsage,
+        applied: int,
+        rejected: Sequence[Rejection],
+        error: str | None,
+        started: str,
+    ) -> None:
+        self.store.runs.log(
+            scope,
+            mode=mode,
+            episode_ids=episode_ids,
+            lm=lm_name(lm),
+            usage=usage,
+            ops_applied=applied,
+            rejected=rejected,
+            error=error,
+            started_at=started,
+        )
