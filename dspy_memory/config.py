@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
+from collections.abc import Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+from pydantic_settings.sources.utils import parse_env_vars
 
 try:  # Python >= 3.11
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
+
+logger = logging.getLogger("dspy_memory")
 
 ENV_PREFIX = "DSPY_MEMORY_"
 
@@ -155,33 +169,82 @@ class MemoryConfig(BaseModel):
     @classmethod
     def from_toml(cls, path: str | os.PathLike[str], **overrides: Any) -> MemoryConfig:
         """Read a TOML file; settings may sit at top level or under a [dspy_memory] table."""
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
-        data = data.get("dspy_memory", data)
-        return cls.model_validate(_merge(data, overrides))
+        return cls.model_validate(_merge(_toml_settings(Path(path)), overrides))
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> MemoryConfig:
-        """Read DSPY_MEMORY_PATH, DSPY_MEMORY_EMBEDDER, DSPY_MEMORY_RETRIEVAL__RRF_K, ...
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> MemoryConfig:
+        """Read DSPY_MEMORY_PATH, DSPY_MEMORY_EMBEDDER, DSPY_MEMORY_RETRIEVAL__RRF_K, ... (nested
+        settings after a double underscore; pydantic-settings reads them).
 
-        A DSPY_MEMORY_CONFIG variable names a TOML file read first; other variables override it.
+        A DSPY_MEMORY_CONFIG variable names a TOML file read first; variables override it, and
+        `overrides` override both. Other DSPY_MEMORY_* variables (the scripts' DSPY_MEMORY_VENV,
+        the store's DSPY_MEMORY_SQLITE_DRIVER) are not settings; unknown ones are warned about.
         """
         env = os.environ if environ is None else environ
-        data: dict[str, Any] = {}
         toml_path = env.get(ENV_PREFIX + "CONFIG")
-        if toml_path:
-            with open(Path(toml_path), "rb") as handle:
-                loaded = tomllib.load(handle)
-            data = loaded.get("dspy_memory", loaded)
-        for key, value in env.items():
-            if not key.startswith(ENV_PREFIX) or key == ENV_PREFIX + "CONFIG":
-                continue
-            parts = key[len(ENV_PREFIX) :].lower().split("__")
-            target = data
-            for part in parts[:-1]:
-                target = target.setdefault(part, {})
-            target[parts[-1]] = value
-        return cls.model_validate(_merge(data, overrides))
+        from_file = _toml_settings(Path(toml_path)) if toml_path else {}
+        _warn_unknown(env)
+        token = _ENVIRON.set((env, from_file))
+        try:
+            loaded = _FromEnv(**overrides)
+        finally:
+            _ENVIRON.reset(token)
+        return cls.model_validate(loaded.model_dump())
+
+
+# DSPY_MEMORY_* variables that are not settings: read by the set-up scripts and by the store.
+OTHER_VARIABLES = frozenset({"CONFIG", "VENV", "SQLITE_DRIVER"})
+_ENVIRON: ContextVar[tuple[Mapping[str, str], dict[str, Any]]] = ContextVar("dspy_memory_environ")
+
+
+class _MappingEnvSource(EnvSettingsSource):
+    """Environment variables from a given mapping, so `from_env(environ)` needs no os.environ."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        # The extension point pydantic-settings' own DotEnvSettingsSource overrides.
+        return parse_env_vars(
+            self._environ, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str
+        )
+
+
+class _FromEnv(BaseSettings, MemoryConfig):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="ignore",
+        nested_model_default_partial_update=True,
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource, **_: Any
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        environ, from_file = _ENVIRON.get()
+        toml = InitSettingsSource(settings_cls, init_kwargs=from_file)
+        return init_settings, _MappingEnvSource(settings_cls, environ), toml
+
+
+def _toml_settings(path: Path) -> dict[str, Any]:
+    with open(path, "rb") as handle:
+        loaded = tomllib.load(handle)
+    return loaded.get("dspy_memory", loaded)
+
+
+def _warn_unknown(env: Mapping[str, str]) -> None:
+    fields = {name.upper() for name in MemoryConfig.model_fields}
+    for key in env:
+        if not key.startswith(ENV_PREFIX):
+            continue
+        name = key[len(ENV_PREFIX) :]
+        if name.split("__")[0] in fields or name in OTHER_VARIABLES:
+            continue
+        close = difflib.get_close_matches(name, [*fields, *OTHER_VARIABLES], n=1)
+        hint = f"; did you mean {ENV_PREFIX}{close[0]}?" if close else ""
+        logger.warning("%s is not a dspy-memory setting and is ignored%s", key, hint)
 
 
 def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

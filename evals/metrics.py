@@ -113,8 +113,11 @@ def match_facts(
     threshold: float = FACT_MATCH_THRESHOLD,
 ) -> dict[str, Any]:
     """Fact-level precision, recall and F1: predicted and reference facts are matched one to
-    one, greedily by cosine similarity of their embeddings, when the similarity reaches
-    `threshold`."""
+    one by cosine similarity of their embeddings, a pair only when it reaches `threshold`: as
+    many pairs as possible, and of those the most similar (an assignment, solved by scipy; a
+    greedy best-first matching can take a pair that blocks two others)."""
+    from scipy.optimize import linear_sum_assignment
+
     if not predicted or not reference:
         empty = not predicted and not reference
         return {
@@ -126,22 +129,15 @@ def match_facts(
     vectors = np.asarray(embed([*predicted, *reference]), dtype=np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-12
     similarity = vectors[: len(predicted)] @ vectors[len(predicted) :].T
-    # Best similarity first; ties go to the earlier facts.
-    pairs = sorted(
-        (-float(similarity[i, j]), i, j) for i in range(len(predicted)) for j in range(len(reference))
-    )
-    used_p: set[int] = set()
-    used_r: set[int] = set()
-    matches = []
-    for negative, i, j in pairs:
-        score = -negative
-        if score < threshold:
-            break
-        if i in used_p or j in used_r:
-            continue
-        used_p.add(i)
-        used_r.add(j)
-        matches.append((i, j, score))
+    allowed = similarity >= threshold
+    # Each allowed pair is worth more than any total of similarities (at most 1 each), so the
+    # most pairs win first and similarity decides between equally many.
+    n, m = similarity.shape
+    weight = np.where(allowed, similarity.astype(np.float64) + min(n, m) + 1, 0.0)
+    # Between equal choices, the earlier facts (far below any real difference in similarity).
+    weight -= 1e-9 * np.arange(n * m, dtype=np.float64).reshape(n, m) / (n * m)
+    rows, cols = linear_sum_assignment(weight, maximize=True)
+    matches = sorted((int(i), int(j), float(similarity[i, j])) for i, j in zip(rows, cols) if allowed[i, j])
     precision = len(matches) / len(predicted)
     recall = len(matches) / len(reference)
     f1 = 0.0 if not matches else 2 * precision * recall / (precision + recall)

@@ -199,8 +199,7 @@ def query_examples(path: str, embedder: Any) -> list[Any]:
 
 def query_metric(example: Any, prediction: Any, trace: Any = None) -> float:
     """1 when the plan asks about the right time (a past date within a month, or now) and has a query."""
-    from dspy_memory.util.timeutil import to_datetime
-    from dspy_memory.write.validate import lm_date
+    from dspy_memory.util.timeutil import lm_date, to_datetime
 
     plan = prediction.plan
     if not plan.queries:

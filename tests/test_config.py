@@ -42,3 +42,45 @@ def test_unknown_settings_are_rejected():
         MemoryConfig(pathh="typo.db")
     with pytest.raises(ValidationError):
         MemoryConfig(retrieval={"recency_weight": 2})
+
+
+def test_the_projects_own_variables_do_not_break_from_env(tmp_path, caplog):
+    config = MemoryConfig.from_env(
+        {
+            "DSPY_MEMORY_PATH": str(tmp_path / "x.db"),
+            "DSPY_MEMORY_VENV": "/opt/venv",  # read by scripts/_venv.sh
+            "DSPY_MEMORY_SQLITE_DRIVER": "sqlite3",  # read by the store
+        }
+    )
+    assert config.path.endswith("x.db")
+    assert "ignored" not in caplog.text
+
+
+def test_a_misspelt_variable_is_named_with_a_suggestion(caplog):
+    config = MemoryConfig.from_env({"DSPY_MEMORY_EMBEDER": "test"})
+    assert config.embedder is None
+    assert "DSPY_MEMORY_EMBEDER is not a dspy-memory setting" in caplog.text
+    assert "did you mean DSPY_MEMORY_EMBEDDER?" in caplog.text
+
+
+def test_overrides_beat_variables_which_beat_the_toml_file(tmp_path):
+    path = tmp_path / "m.toml"
+    path.write_text(
+        "[dspy_memory]\nembedder = 'test'\n[dspy_memory.retrieval]\nrrf_k = 5\ndense_weight = 0.2\n"
+    )
+    config = MemoryConfig.from_env(
+        {
+            "DSPY_MEMORY_CONFIG": str(path),
+            "DSPY_MEMORY_RETRIEVAL__RRF_K": "7",
+            "DSPY_MEMORY_WRITE__MAX_OPS": "9",
+        },
+        retrieval={"dense_weight": 0.4},
+    )
+    assert config.embedder == "test"
+    assert (config.retrieval.rrf_k, config.retrieval.dense_weight) == (7, 0.4)
+    assert config.write.max_ops == 9 and config.write.max_batch == 20  # the rest stays default
+
+
+def test_a_bad_value_names_the_setting():
+    with pytest.raises(ValidationError, match=r"retrieval\.rrf_k"):
+        MemoryConfig.from_env({"DSPY_MEMORY_RETRIEVAL__RRF_K": "many"})

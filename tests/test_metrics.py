@@ -64,6 +64,20 @@ def test_fact_matching_is_one_to_one_and_thresholded():
     assert match_facts(["x"], [], embed_by_words)["precision"] == 0.0
 
 
+def test_fact_matching_finds_the_most_pairs_not_the_best_first():
+    # On a plane: p0 is closest to r0, but only r0 is close enough to p1. A best-first matching
+    # pairs p0-r0 and leaves p1 alone (recall 0.5); the assignment pairs p0-r1 and p1-r0.
+    angles = {"p0": 0, "p1": 40, "r0": 18, "r1": -25}
+
+    def embed(texts):
+        return np.array([[np.cos(np.radians(angles[t])), np.sin(np.radians(angles[t]))] for t in texts])
+
+    result = match_facts(["p0", "p1"], ["r0", "r1"], embed, threshold=0.8)
+    assert [(i, j) for i, j, _ in result["matches"]] == [(0, 1), (1, 0)]
+    assert (result["precision"], result["recall"]) == (1.0, 1.0)
+    assert [round(score, 3) for _, _, score in result["matches"]] == [0.906, 0.927]
+
+
 @pytest.mark.integration
 def test_fact_threshold_on_minilm_pairs(minilm):
     """The documented threshold separates paraphrases from different facts with the real model."""

@@ -68,7 +68,7 @@ def test_profile_is_patched_validated_and_versioned(db_path):
             "invalid at age",
             "invalid at age",
             "remove of '/favourite_color'",
-            "path 'no-slash' is not a JSON pointer (it must start with '/')",
+            "replace of 'no-slash'",  # jsonpatch: Location must start with /
         ]
         profile = memory.profile(user_id="ada")
         assert isinstance(profile, UserProfile)

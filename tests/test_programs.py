@@ -21,8 +21,8 @@ from dspy_memory.programs import (
 from dspy_memory.testing import scripted_lm
 from dspy_memory.types import Episode, MemoryRecord, Scope
 from dspy_memory.util.text import content_hash
-from dspy_memory.util.timeutil import to_db
-from dspy_memory.write.validate import PlanLimits, lm_date, plan_ops
+from dspy_memory.util.timeutil import lm_date, to_db
+from dspy_memory.write.validate import PlanLimits, plan_ops
 
 
 def test_ops_accept_what_lms_commonly_write():
@@ -233,6 +233,12 @@ def test_plan_time_rules():
 def test_lm_dates():
     assert lm_date("2024-03-05") == to_db(datetime(2024, 3, 5, tzinfo=timezone.utc))
     assert lm_date("2024-03") == to_db("2024-03-01") and lm_date("2024") == to_db("2024-01-01")
-    assert lm_date("March 2024") is None and lm_date("unknown") is None and lm_date("") is None
+    assert lm_date("unknown") is None and lm_date("") is None and lm_date(None) is None
+    # Dates as LMs write them in words (python-dateutil reads them); missing parts are the first.
+    assert lm_date("March 2024") == to_db("2024-03-01") and lm_date("5 May 2023") == to_db("2023-05-05")
+    assert lm_date("May 5, 2023") == to_db("2023-05-05") and lm_date("Sept. 2022") == to_db("2022-09-01")
+    # Without a year there is no date to store: "May 5" is not 2000-05-05, "5" is not a day.
+    assert lm_date("May 5") is None and lm_date("5") is None and lm_date("last Tuesday") is None
+    assert lm_date("2024-13-01") is None and lm_date("sometime in 2024ish") is None
     assert lm_date("2024-02-30") is None
     assert lm_date("2024-03-05T10:00:00+02:00") == to_db("2024-03-05T08:00:00Z")

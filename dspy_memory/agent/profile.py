@@ -5,11 +5,12 @@ The document is stored as a versioned core block (label `_profile`) and shown in
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Sequence
 from typing import Any
 
+import jsonpatch
+import jsonpointer
 from pydantic import BaseModel, ValidationError
 
 from dspy_memory.errors import BlockError
@@ -32,48 +33,16 @@ class ProfileUpdate(BaseModel):
     error: str | None = None
 
 
-def _pointer(path: str) -> list[str]:
-    if not isinstance(path, str) or not path.startswith("/"):
-        raise ValueError(f"path {path!r} is not a JSON pointer (it must start with '/')")
-    return [part.replace("~1", "/").replace("~0", "~") for part in path[1:].split("/")]
-
-
 def apply_op(document: dict[str, Any], op: str, path: str, value: Any = None) -> dict[str, Any]:
-    """One RFC 6902 add/replace/remove on a copy of `document`; raises ValueError if it cannot apply."""
-    result = copy.deepcopy(document)
-    parts = _pointer(path)
-    parent: Any = result
-    for part in parts[:-1]:
-        if isinstance(parent, dict) and part in parent:
-            parent = parent[part]
-        elif isinstance(parent, list) and part.isdigit() and int(part) < len(parent):
-            parent = parent[int(part)]
-        else:
-            raise ValueError(f"path {path!r} does not exist")
-    last = parts[-1]
-    if isinstance(parent, dict):
-        if op in ("replace", "remove") and last not in parent:
-            raise ValueError(f"{op} of {path!r}: there is no such field")
-        if op == "remove":
-            del parent[last]
-        else:
-            parent[last] = value
-    elif isinstance(parent, list):
-        if last == "-" and op == "add":
-            parent.append(value)
-        elif last.isdigit() and int(last) < len(parent) + (op == "add"):
-            index = int(last)
-            if op == "add":
-                parent.insert(index, value)
-            elif op == "replace":
-                parent[index] = value
-            else:
-                parent.pop(index)
-        else:
-            raise ValueError(f"{op} of {path!r}: no such list position")
-    else:
-        raise ValueError(f"path {path!r} goes through a value that is not an object or a list")
-    return result
+    """One RFC 6902 add/replace/remove (by jsonpatch) on a copy of `document`; raises ValueError,
+    with jsonpatch's reason, if it cannot apply."""
+    if op not in ("add", "replace", "remove"):
+        raise ValueError(f"operation {op!r} is not add, replace or remove")
+    step = {"op": op, "path": path} if op == "remove" else {"op": op, "path": path, "value": value}
+    try:
+        return jsonpatch.apply_patch(document, [step])
+    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
+        raise ValueError(f"{op} of {path!r}: {exc}") from None
 
 
 class Profiles:

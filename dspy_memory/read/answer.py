@@ -10,8 +10,7 @@ from dspy_memory.read.retrieval import Retriever, reciprocal_rank
 from dspy_memory.types import Answer, Hit, LMUsage, Scope
 from dspy_memory.util.lm import run_program
 from dspy_memory.util.text import day
-from dspy_memory.util.timeutil import TimeLike, to_datetime, utcnow
-from dspy_memory.write.validate import lm_date
+from dspy_memory.util.timeutil import TimeLike, lm_date, to_datetime, utcnow
 
 
 def answer_question(

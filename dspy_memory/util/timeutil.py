@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import logging
 import numbers
+import re
 from datetime import date, datetime, time, timezone
+
+import dateutil.parser
 
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.util.text import shown, surrogate_at
@@ -108,3 +111,28 @@ def from_db(value: str | None) -> datetime | None:
 
 def now_db() -> str:
     return format_db(utcnow())
+
+
+# A date an LM writes must name its year: "May 5" or "5" alone is no date.
+_YEAR = re.compile(r"(?<!\d)\d{4}(?!\d)")
+# Missing parts of a date ("March 2024", "2024") are the first of the month, of the year.
+_FIRST = datetime(2000, 1, 1)
+
+
+def lm_date(value: str | None) -> str | None:
+    """An LM's date ("2024-03-05", "2024-03", "2024", "March 2024", "5 May 2023", an ISO time)
+    in db format; None when it is missing, has no year, or is not a date."""
+    if not value or not isinstance(value, str):
+        return None
+    text = value.strip()
+    try:
+        return to_db(text)
+    except (TypeError, ValueError):
+        pass
+    if not _YEAR.search(text):
+        return None
+    try:
+        parsed = dateutil.parser.parse(text, default=_FIRST)
+    except (ValueError, OverflowError):
+        return None
+    return to_db(parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc))

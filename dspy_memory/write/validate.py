@@ -6,17 +6,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
 from dspy_memory.ops import Op, Rejection
 from dspy_memory.store.keyword import query_terms
 from dspy_memory.types import Episode, MemoryRecord, Scope
 from dspy_memory.util.text import content_hash, normalize_name, normalize_predicate, surrogate_at
-from dspy_memory.util.timeutil import to_db
+from dspy_memory.util.timeutil import lm_date, to_db
 
 NEEDS_TARGET = ("UPDATE", "INVALIDATE", "DELETE", "NOOP")
 NEEDS_CONTENT = ("ADD", "UPDATE", "INVALIDATE")
-_DATE = re.compile(r"^(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?")
 _MAX_NAME = 200
 _TEXT_FIELDS = ("content", "subject", "predicate", "object", "valid_at", "invalid_at", "reason")
 
@@ -49,26 +47,6 @@ class PlanLimits:
     max_ops: int = 50
     max_content_chars: int = 1000
     max_deletes: int = 5
-
-
-def lm_date(value: str | None) -> str | None:
-    """An LM's date ("2024-03-05", "2024-03", "2024", an ISO time) in db format; None when it
-    is missing or not a date."""
-    if not value:
-        return None
-    text = value.strip()
-    try:
-        return to_db(text)
-    except (TypeError, ValueError):
-        pass
-    match = _DATE.match(text)
-    if not match:
-        return None
-    year, month, day = int(match.group(1)), int(match.group(2) or 1), int(match.group(3) or 1)
-    try:
-        return to_db(datetime(year, month, day, tzinfo=timezone.utc))
-    except ValueError:
-        return None
 
 
 class Sources:
