@@ -390,8 +390,8 @@ def run_catalogue(memory: Memory) -> tuple[dict[str, str], list[str]]:
         if not _consistent(after):
             problems.append(f"{case.name}: indexes disagree {after}")
     with memory.store.snapshot() as conn:
-        integrity = conn.execute("PRAGMA integrity_check").fetchall()
-    if integrity != [("ok",)]:
+        integrity = [row[0] for row in conn.execute("PRAGMA integrity_check")]
+    if integrity != ["ok"]:
         problems.append(f"integrity_check: {integrity}")
     problems += _read_everything(memory)
     return outcomes, problems

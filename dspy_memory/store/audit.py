@@ -52,16 +52,10 @@ def audit(conns: Connections, *, single_valued: Iterable[str], sample: int = 20)
             )
         ]
         slots = [
-            {
-                "user_id": row[0],
-                "agent_id": row[1],
-                "run_id": row[2],
-                "subject": row[3],
-                "predicate": row[4],
-                "current": row[5],
-            }
+            dict(zip(row.keys(), row))
             for row in conn.execute(
-                "SELECT m.user_id, m.agent_id, m.run_id, e.name, m.predicate, count(DISTINCT m.id) "
+                "SELECT m.user_id, m.agent_id, m.run_id, e.name AS subject, m.predicate, "
+                "count(DISTINCT m.id) AS current "
                 "FROM memories m JOIN entities e ON e.id = m.subject_id "
                 f"WHERE {_CURRENT} AND m.kind != 'turn' "
                 "AND m.predicate IN (SELECT value FROM json_each(:single)) "

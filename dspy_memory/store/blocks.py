@@ -8,7 +8,7 @@ from typing import Any
 
 from dspy_memory.errors import BlockError
 from dspy_memory.store.connection import Connections
-from dspy_memory.store.queries import Predicate, scope_predicate
+from dspy_memory.store.queries import Predicate, from_row, scope_predicate
 from dspy_memory.types import Block, BlockVersion, Scope
 from dspy_memory.util.timeutil import now_db
 
@@ -16,19 +16,7 @@ _COLUMNS = "id, label, value, char_limit, read_only, description, version, user_
 
 
 def _block(row: Any) -> Block:
-    return Block(
-        label=row[1],
-        value=row[2],
-        char_limit=row[3],
-        read_only=bool(row[4]),
-        description=row[5],
-        version=row[6],
-        user_id=row[7],
-        agent_id=row[8],
-        run_id=row[9],
-        created_at=row[10],
-        updated_at=row[11],
-    )
+    return from_row(Block, row, read_only=bool(row["read_only"]))
 
 
 def _exact(scope: Scope) -> Predicate:
@@ -126,14 +114,14 @@ class BlockStore:
                         current.description if description is None else description,
                         version,
                         now,
-                        row[0],
+                        row["id"],
                     ),
                 )
                 if version != current.version:
                     conn.execute(
                         "INSERT INTO block_versions (block_id, version, value, actor, reason, created_at) "
                         "VALUES (?, ?, ?, ?, ?, ?)",
-                        (row[0], version, new_value, actor, reason, now),
+                        (row["id"], version, new_value, actor, reason, now),
                     )
             return _block(self._row(conn, label, scope))
 
@@ -153,10 +141,7 @@ class BlockStore:
                 f"JOIN blocks b ON b.id = v.block_id WHERE {predicate.sql} ORDER BY v.version",
                 predicate.params,
             ).fetchall()
-        return [
-            BlockVersion(version=row[0], value=row[1], actor=row[2], reason=row[3], created_at=row[4])
-            for row in rows
-        ]
+        return [from_row(BlockVersion, row) for row in rows]
 
     def delete(self, label: str, scope: Scope) -> bool:
         predicate = _exact(scope).add("b.label = ?", label)

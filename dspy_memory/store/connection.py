@@ -98,6 +98,8 @@ def open_connection(path: str, driver: ModuleType, *, busy_timeout_ms: int) -> A
         check_same_thread=False,
         uri=path.startswith("file:"),
     )
+    # Rows read by column name (row["content"]); they index and unpack like tuples too.
+    conn.row_factory = driver.Row
     _load_sqlite_vec(conn)
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     if path != ":memory:":

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from dspy_memory.store.connection import Connections
-from dspy_memory.store.queries import Predicate, scope_predicate
+from dspy_memory.store.queries import Predicate, from_row, scope_predicate
 from dspy_memory.types import Episode, Scope
 from dspy_memory.util.timeutil import to_db
 
@@ -18,23 +18,7 @@ _EPISODE_COLUMNS = (
 
 
 def _episode_from_row(row: Any) -> Episode:
-    return Episode(
-        id=row[0],
-        user_id=row[1],
-        agent_id=row[2],
-        run_id=row[3],
-        source=row[4],
-        role=row[5],
-        name=row[6],
-        content=row[7],
-        metadata=json.loads(row[8]),
-        occurred_at=row[9],
-        ingested_at=row[10],
-        status=row[11],
-        error=row[12],
-        attempts=row[13],
-        infer=bool(row[14]),
-    )
+    return from_row(Episode, row, infer=bool(row["infer"]))
 
 
 class Claim(NamedTuple):
@@ -195,10 +179,11 @@ class EpisodeLog:
             try:
                 episode = _episode_from_row(row)
             except (ValueError, TypeError) as exc:
-                found.unreadable.append((row[0], f"{type(exc).__name__}: {str(exc).splitlines()[0]}"))
+                found.unreadable.append((row["id"], f"{type(exc).__name__}: {str(exc).splitlines()[0]}"))
                 continue
             found.episodes.append(episode)
-            found.claims[episode.id] = Claim(row[-2], row[-1]) if row[-2] is not None else None
+            claimed = row["claimed_by"] is not None
+            found.claims[episode.id] = Claim(row["claimed_by"], row["claim_expires_at"]) if claimed else None
         return found
 
     def current_turns(self, episode_ids: Sequence[str]) -> dict[str, list[str]]:

@@ -181,13 +181,13 @@ class Eraser:
             "WHERE id IN (SELECT value FROM json_each(?))",
             (_ids(memory_ids),),
         ).fetchall()
-        owners = {row[1]: row[2:5] for row in rows}
+        owners = {row["id"]: (row["user_id"], row["agent_id"], row["run_id"]) for row in rows}
         counts = {
             "events_scrubbed": self._scrub_quotes(
                 conn, memory_ids, episode_ids, rows, verbatim=actor is not None
             )
         }
-        counts.update(self._delete_rows(conn, [row[0] for row in rows]))
+        counts.update(self._delete_rows(conn, [row["row_id"] for row in rows]))
         # Entity names are content too: those no other memory points at go with it.
         counts["entities"] = conn.execute(
             "DELETE FROM entities WHERE id IN (SELECT value FROM json_each(?)) "
@@ -261,8 +261,8 @@ class Eraser:
         Returns the number of event rows changed."""
         if not rows:
             return 0
-        ids, contents = _ids(memory_ids), json.dumps(sorted({row[5] for row in rows}))
-        users = {row[2] for row in rows}
+        ids, contents = _ids(memory_ids), json.dumps(sorted({row["content"] for row in rows}))
+        users = {row["user_id"] for row in rows}
         named = json.dumps(sorted(user for user in users if user is not None))
         same_users = "(user_id IN (SELECT value FROM json_each(?))" + (
             " OR user_id IS NULL)" if None in users else ")"

@@ -14,6 +14,7 @@ from dspy_memory.store.queries import (
     MEMORY_FROM,
     Predicate,
     TimeView,
+    from_row,
     record_from_row,
     scope_predicate,
 )
@@ -82,19 +83,7 @@ class EntityGraph:
                 f"FROM entities e WHERE {predicate.sql} ORDER BY e.created_at",
                 predicate.params,
             ).fetchall()
-        return [
-            Entity(
-                id=row[0],
-                name=row[1],
-                type=row[2],
-                summary=row[3],
-                user_id=row[4],
-                agent_id=row[5],
-                run_id=row[6],
-                created_at=row[7],
-            )
-            for row in rows
-        ]
+        return [from_row(Entity, row) for row in rows]
 
     def timeline(
         self, scope: Scope, view: TimeView, *, subject: str | None, predicate: str | None

@@ -9,20 +9,30 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
+
+from pydantic import BaseModel
 
 from dspy_memory.errors import InvalidInputError, MemoryNotFoundError
 from dspy_memory.types import INT64_MAX, INT64_MIN, MEMORY_KINDS, MemoryRecord, Scope
 from dspy_memory.util.text import shown, valid_text
 from dspy_memory.util.timeutil import TimeLike, now_db, to_db
 
-MEMORY_COLUMNS = (
-    "m.row_id, m.id, m.version, m.user_id, m.agent_id, m.run_id, m.content, m.kind, "
-    "subj.name, m.predicate, obj.name, m.confidence, m.importance, m.strength, "
-    "m.access_count, m.last_accessed_at, m.content_hash, m.metadata, m.valid_at, "
-    "m.invalid_at, m.created_at, m.expired_at, m.superseded_by"
+# A MemoryRecord's fields that are read as they are stored; rows are read by these names.
+_RECORD_COLUMNS = (
+    "id", "version", "user_id", "agent_id", "run_id", "content", "kind", "predicate", "confidence",
+    "importance", "strength", "access_count", "last_accessed_at", "content_hash", "valid_at",
+    "invalid_at", "created_at", "expired_at", "superseded_by",
+)  # fmt: skip
+MEMORY_COLUMNS = ", ".join(
+    [
+        "m.row_id",
+        *(f"m.{name}" for name in _RECORD_COLUMNS),
+        "m.metadata",
+        "subj.name AS subject",
+        "obj.name AS object",
+    ]
 )
-MEMORY_WIDTH = 23  # columns in MEMORY_COLUMNS; extra columns selected after them start here
 # The entity names MEMORY_COLUMNS reads (subj.name, obj.name).
 ENTITY_JOINS = (
     "LEFT JOIN entities subj ON subj.id = m.subject_id LEFT JOIN entities obj ON obj.id = m.object_id"
@@ -31,6 +41,8 @@ MEMORY_FROM = f"memories m {ENTITY_JOINS}"
 # Joins a list of row ids (bound as a JSON array) to their memories, driven by the list: without
 # CROSS JOIN the planner may scan the scope's rows instead (measured: 140 ms instead of 1 ms).
 CANDIDATES_FROM = "json_each(?) AS candidate CROSS JOIN memories m ON m.row_id = candidate.value"
+
+M = TypeVar("M", bound=BaseModel)
 
 _COMPARISONS = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 _SCALARS = (str, int, float, bool, type(None))
@@ -215,13 +227,23 @@ def not_found(memory_id: str, scope: Scope | None) -> MemoryNotFoundError:
     return MemoryNotFoundError(f"no memory with id {memory_id!r}{where}")
 
 
+def from_row(model: type[M], row: Any, **values: Any) -> M:
+    """A pydantic model from a row, by column name: columns the model has, JSON columns
+    ("metadata") decoded; `values` add or override fields."""
+    fields = model.model_fields
+    read = {name: row[name] for name in row.keys() if name in fields and name not in values}
+    if isinstance(read.get("metadata"), str):
+        read["metadata"] = json.loads(read["metadata"])
+    return model(**read, **values)
+
+
 def status_of(row: Any, view: TimeView) -> str:
-    valid_at, invalid_at, expired_at = row[18], row[19], row[21]
-    if expired_at is not None and expired_at <= view.known_at:
+    """A row's status at `view`; `row` reads valid_at, invalid_at and expired_at by name."""
+    if row["expired_at"] is not None and row["expired_at"] <= view.known_at:
         return "expired"
-    if invalid_at is not None and invalid_at <= view.as_of:
+    if row["invalid_at"] is not None and row["invalid_at"] <= view.as_of:
         return "superseded"
-    if valid_at is not None and valid_at > view.as_of:
+    if row["valid_at"] is not None and row["valid_at"] > view.as_of:
         return "future"
     return "current"
 
@@ -230,27 +252,9 @@ def record_from_row(row: Any, view: TimeView) -> MemoryRecord:
     """Build a MemoryRecord from a row selected with MEMORY_COLUMNS. Timestamps stay strings:
     pydantic parses them twice as fast as Python does."""
     return MemoryRecord(
-        id=row[1],
-        version=row[2],
-        user_id=row[3],
-        agent_id=row[4],
-        run_id=row[5],
-        content=row[6],
-        kind=row[7],
-        subject=row[8],
-        predicate=row[9],
-        object=row[10],
-        confidence=row[11],
-        importance=row[12],
-        strength=row[13],
-        access_count=row[14],
-        last_accessed_at=row[15],
-        content_hash=row[16],
-        metadata=json.loads(row[17]),
-        valid_at=row[18],
-        invalid_at=row[19],
-        created_at=row[20],
-        expired_at=row[21],
-        superseded_by=row[22],
+        **{name: row[name] for name in _RECORD_COLUMNS},
+        subject=row["subject"],
+        object=row["object"],
+        metadata=json.loads(row["metadata"]),
         status=status_of(row, view),
     )

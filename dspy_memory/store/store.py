@@ -27,6 +27,7 @@ from dspy_memory.store.queries import (
     Candidate,
     Predicate,
     TimeView,
+    from_row,
     kinds_predicate,
     metadata_predicate,
     record_from_row,
@@ -78,6 +79,13 @@ def _file_error(path: str, exc: Exception) -> MemoryFileError:
             "its folder (SQLite also writes the -wal and -shm files next to it)."
         )
     return MemoryFileError(f"cannot open the memory file {path!r}: {text}")
+
+
+# The source episode of each memory row (columns named apart from the memory's own).
+PROVENANCE_COLUMNS = ", ".join(
+    f"e.{name} AS episode_{name}"
+    for name in ("id", "source", "role", "name", "content", "occurred_at", "metadata")
+)
 
 
 class Store(MemoryWrites):
@@ -245,28 +253,23 @@ class Store(MemoryWrites):
             return {}
         with self._conns.read() as conn:
             rows = conn.execute(
-                f"SELECT {MEMORY_COLUMNS}, e.id, e.source, e.role, e.name, e.content, e.occurred_at, "
-                f"e.metadata FROM {CANDIDATES_FROM} {ENTITY_JOINS} "
+                f"SELECT {MEMORY_COLUMNS}, {PROVENANCE_COLUMNS} FROM {CANDIDATES_FROM} {ENTITY_JOINS} "
                 "LEFT JOIN memory_sources s ON s.memory_id = m.id "
                 "LEFT JOIN episodes e ON e.id = s.episode_id ORDER BY e.occurred_at, e.rowid",
                 (json.dumps(list(row_ids)),),
             ).fetchall()
         result: dict[int, tuple[MemoryRecord, list[Provenance]]] = {}
-        width = len(rows[0]) - 7 if rows else 0
         for row in rows:
-            entry = result.get(row[0])
+            entry = result.get(row["row_id"])
             if entry is None:
-                entry = result[row[0]] = (record_from_row(row[:width], view), [])
-            if row[width] is not None:
+                entry = result[row["row_id"]] = (record_from_row(row, view), [])
+            if row["episode_id"] is not None:
                 entry[1].append(
                     Provenance(
-                        episode_id=row[width],
-                        source=row[width + 1],
-                        role=row[width + 2],
-                        name=row[width + 3],
-                        content=row[width + 4],
-                        occurred_at=row[width + 5],
-                        metadata=json.loads(row[width + 6]),
+                        **{name: row[f"episode_{name}"] for name in ("source", "role", "name", "content")},
+                        episode_id=row["episode_id"],
+                        occurred_at=row["episode_occurred_at"],
+                        metadata=json.loads(row["episode_metadata"]),
                     )
                 )
         return result
@@ -280,22 +283,7 @@ class Store(MemoryWrites):
                 "ORDER BY id",
                 predicate.params,
             ).fetchall()
-        return [
-            Event(
-                id=row[0],
-                memory_id=row[1],
-                event=row[2],
-                version=row[3],
-                old_content=row[4],
-                new_content=row[5],
-                reason=row[6],
-                actor=row[7],
-                episode_id=row[8],
-                created_at=row[9],
-                metadata=json.loads(row[10]),
-            )
-            for row in rows
-        ]
+        return [from_row(Event, row) for row in rows]
 
     # -- search --------------------------------------------------------------------------------
 
@@ -348,22 +336,17 @@ class Store(MemoryWrites):
 
     def stats(self) -> dict[str, Any]:
         """Row counts per table and the bound embedder."""
-        import sqlite_utils
-
+        tables = (
+            "episodes",
+            "memories",
+            "memory_sources",
+            "memory_events",
+            "entities",
+            "blocks",
+            "write_runs",
+        )
         with self._conns.read() as conn:
-            db = sqlite_utils.Database(conn)
-            tables = {
-                name: db[name].count
-                for name in (
-                    "episodes",
-                    "memories",
-                    "memory_sources",
-                    "memory_events",
-                    "entities",
-                    "blocks",
-                    "write_runs",
-                )
-            }
+            counts = {name: conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0] for name in tables}
             current = conn.execute("SELECT count(*) FROM memories WHERE expired_at IS NULL").fetchone()[0]
         info = self.embedder_info()
         return {
@@ -371,6 +354,6 @@ class Store(MemoryWrites):
             "driver": self.driver_name,
             "embedder": info[0] if info else None,
             "dim": info[1] if info else None,
-            "tables": tables,
+            "tables": counts,
             "current_memories": current,
         }

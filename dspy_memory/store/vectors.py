@@ -86,10 +86,10 @@ class CodeCache:
         ).fetchall()
         if not rows:
             return np.zeros(0, np.int64), None, np.zeros(0, object), np.zeros(0, object)
-        row_ids = np.fromiter((row[0] for row in rows), np.int64, len(rows))
-        codes = np.frombuffer(b"".join(row[1] for row in rows), np.uint8).reshape(len(rows), -1)
-        agents = np.array([row[2] for row in rows], dtype=object)
-        runs = np.array([row[3] for row in rows], dtype=object)
+        row_ids = np.fromiter((row["row_id"] for row in rows), np.int64, len(rows))
+        codes = np.frombuffer(b"".join(row["code"] for row in rows), np.uint8).reshape(len(rows), -1)
+        agents = np.array([row["agent_id"] for row in rows], dtype=object)
+        runs = np.array([row["run_id"] for row in rows], dtype=object)
         return row_ids, _code_words(codes), agents, runs
 
     def block(self, conn: Any, partition: str, *, deletions: int, max_row_id: int) -> _CodeBlock:

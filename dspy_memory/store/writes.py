@@ -16,7 +16,6 @@ from dspy_memory.store.keyword import KeywordIndex
 from dspy_memory.store.queries import (
     MEMORY_COLUMNS,
     MEMORY_FROM,
-    MEMORY_WIDTH,
     Predicate,
     TimeView,
     not_found,
@@ -205,7 +204,7 @@ class MemoryWrites:
             old = record_from_row(row, view)
             if embedding is None:
                 blob = conn.execute(
-                    "SELECT embedding FROM memory_vectors WHERE row_id = ?", (row[0],)
+                    "SELECT embedding FROM memory_vectors WHERE row_id = ?", (row["row_id"],)
                 ).fetchone()[0]
                 embedding = np.frombuffer(blob, np.float32)
             fields = dict(
@@ -221,20 +220,20 @@ class MemoryWrites:
                 importance=old.importance,
                 strength=old.strength,
                 access_count=old.access_count,
-                last_accessed_at=row[15],
+                last_accessed_at=row["last_accessed_at"],
                 metadata=old.metadata,
-                valid_at=row[18],
-                invalid_at=row[19],
-                subject_id=row[MEMORY_WIDTH],
+                valid_at=row["valid_at"],
+                invalid_at=row["invalid_at"],
+                subject_id=row["subject_id"],
                 predicate=old.predicate,
-                object_id=row[MEMORY_WIDTH + 1],
+                object_id=row["object_id"],
                 superseded_by=old.superseded_by,
             )
             unknown = set(changes) - set(fields)
             if unknown:
                 raise ValueError(f"cannot change {sorted(unknown)} of a memory")
             fields.update(changes)
-            conn.execute("UPDATE memories SET expired_at = ? WHERE row_id = ?", (at, row[0]))
+            conn.execute("UPDATE memories SET expired_at = ? WHERE row_id = ?", (at, row["row_id"]))
             sources = [episode_id] if episode_id and add_source else []
             item = NewMemory(embedding=embedding, episode_ids=sources, **fields)
             self.insert_memories(
@@ -273,7 +272,7 @@ class MemoryWrites:
                 raise not_found(memory_id, scope)
             conn.execute(
                 "UPDATE memories SET expired_at = ?, superseded_by = ? WHERE row_id = ?",
-                (at, superseded_by, row[0]),
+                (at, superseded_by, row["row_id"]),
             )
             old = record_from_row(row, TimeView(as_of=at, known_at=at))
             conn.execute(
