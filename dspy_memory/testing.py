@@ -2,9 +2,9 @@
 
 `scripted_lm(responder)` returns a `dspy.LM` whose answers come from `responder(call)`, a
 function that sees which signature is being called (its input values and output field names)
-and returns the output fields as a dict (formatted for whichever DSPy adapter asked) or a raw
-string (to test malformed answers). Token usage is counted on the real prompt with a real
-tokenizer, so cost accounting can be measured without an LM.
+and returns the output fields as a dict (formatted by the adapter that asked, as a real LM's
+answer would be) or a raw string (to test malformed answers). Token usage is counted on the
+real prompt with a real tokenizer, so cost accounting can be measured without an LM.
 
     def responder(call):
         if "facts" in call.output_fields:
@@ -12,108 +12,164 @@ tokenizer, so cost accounting can be measured without an LM.
         return {"ops": []}
 
     dspy.configure(lm=scripted_lm(responder))
+
+The prompt text is never parsed: a DSPy callback records, for every prompt an adapter
+formats, the signature, input values and demos it formatted (`AdapterCall`), and the scripted
+LM looks its prompt up there. A change in how DSPy renders prompts cannot break these LMs.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic_core import to_jsonable_python
 
 from dspy_memory.util.text import SINGLE_VALUED_PREDICATES
 from dspy_memory.util.tokens import count_tokens
 
-_FIELD_LIST = re.compile(r"^\d+\. `(\w+)`", re.MULTILINE)
-_SECTION = re.compile(
-    r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\n\nRespond with|\Z)", re.DOTALL
-)
+
+@dataclass(frozen=True)
+class AdapterCall:
+    """What a DSPy adapter formatted into one prompt: the adapter, the signature (as the adapter
+    saw it, e.g. with ReAct's tool fields), the input values and the demos."""
+
+    adapter: Any
+    signature: Any
+    inputs: dict[str, Any]
+    demos: list[dict[str, Any]]
+
+
+def _prompt_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):  # content parts: the text ones, as an LM request carries them
+        return "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
+    return str(content or "")
+
+
+def _last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    return _text(next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), ""))
+
+
+class AdapterCalls:
+    """A DSPy callback that remembers the AdapterCall behind each prompt an adapter formats,
+    by the text of its last user message (the current inputs); the most recent 4096."""
+
+    def __init__(self) -> None:
+        self._pending: dict[str, AdapterCall] = {}
+        self._by_prompt: OrderedDict[str, AdapterCall] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # dspy.utils.callback.BaseCallback's hooks: DSPy calls these by name.
+    def on_adapter_format_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+        if "signature" not in inputs:
+            # An adapter subclassing another is wrapped twice (DSPy decorates format() in each
+            # subclass); the outer wrapper sees (*args, **kwargs), the inner one the names.
+            return
+        call = AdapterCall(instance, inputs["signature"], dict(inputs["inputs"]), list(inputs["demos"] or []))
+        with self._lock:
+            self._pending[call_id] = call
+
+    def on_adapter_format_end(
+        self, call_id: str, outputs: Any, exception: BaseException | None = None
+    ) -> None:
+        with self._lock:
+            call = self._pending.pop(call_id, None)
+            if call is None or exception is not None or not outputs:
+                return
+            key = _prompt_key(_last_user_text(outputs))
+            self._by_prompt[key] = call
+            self._by_prompt.move_to_end(key)
+            while len(self._by_prompt) > 4096:
+                self._by_prompt.popitem(last=False)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("on_"):  # the other hooks of BaseCallback: nothing to do
+            return lambda *args, **kwargs: None
+        raise AttributeError(name)
+
+    def find(self, messages: Sequence[Mapping[str, Any]]) -> AdapterCall | None:
+        """The AdapterCall whose prompt ends with these messages' last user message."""
+        with self._lock:
+            return self._by_prompt.get(_prompt_key(_last_user_text(messages)))
+
+
+ADAPTER_CALLS = AdapterCalls()
+
+
+def watch_adapters() -> None:
+    """Put ADAPTER_CALLS among DSPy's global callbacks (once). The list is extended in place:
+    `dspy.configure` may only be called from the thread that configured DSPy first."""
+    import dspy
+
+    callbacks = dspy.settings.callbacks
+    if not any(callback is ADAPTER_CALLS for callback in callbacks):
+        callbacks.append(ADAPTER_CALLS)
 
 
 @dataclass
 class LMCall:
-    """One request to a scripted LM, parsed."""
+    """One request to a scripted LM: the signature asked for and its input values."""
 
     input_fields: list[str]
     output_fields: list[str]
-    inputs: dict[str, Any]  # values of the last user message, JSON-decoded when possible
-    prompt: str  # system prompt and every message, as sent
+    inputs: dict[str, Any]  # the input values, as JSON data (pydantic models as dicts)
+    prompt: str  # system prompt and every message, as sent (for token counts and spot checks)
     json_mode: bool  # the JSON adapter asked (the answer must be a JSON object)
+    demos: list[dict[str, Any]] = field(default_factory=list)  # input and output values, as JSON data
+    adapter_call: AdapterCall | None = field(default=None, repr=False)
 
     @property
     def signature(self) -> str:
         return ", ".join(self.input_fields) + " -> " + ", ".join(self.output_fields)
 
+    @property
+    def output_types(self) -> dict[str, Any]:
+        """{output field: its type annotation}, as the signature declares them."""
+        if self.adapter_call is None:
+            return {name: str for name in self.output_fields}
+        return {name: info.annotation for name, info in self.adapter_call.signature.output_fields.items()}
+
 
 Responder = Callable[[LMCall], "str | Mapping[str, Any]"]
 
 
-def _fields(system: str, heading: str) -> list[str]:
-    start = system.find(heading)
-    if start < 0:
-        return []
-    section = system[start + len(heading) :]
-    end = section.find("Your output fields are:") if heading.startswith("Your input") else -1
-    if end < 0:
-        end = section.find("All interactions will be structured")
-    return _FIELD_LIST.findall(section[: end if end >= 0 else None])
+def call_for(messages: Sequence[Mapping[str, Any]]) -> LMCall:
+    """The LMCall of a request with these messages ({"role", "content"} dicts, the system
+    message included): the signature and values the adapter formatted into them. A prompt no
+    adapter formatted (a direct `lm("...")`, GEPA's reflection) has no fields."""
+    import dspy
 
-
-def _inputs(text: str, names: list[str]) -> dict[str, Any]:
-    """Values of the named input fields; a value may itself contain [[ ## x ## ]] markers (a
-    ReAct trajectory does), so only the signature's own field names split the text."""
-    if not names:
-        return {name: _decode(value) for name, value in _SECTION.findall(text)}
-    fields = "|".join(re.escape(name) for name in names)
-    marker = re.compile(rf"\[\[ ## ({fields}) ## \]\]\n")
-    found = list(marker.finditer(text))
-    values = {}
-    for match, following in zip(found, [*found[1:], None]):
-        end = following.start() if following else len(text)
-        value = text[match.end() : end]
-        value = re.split(r"\n\nRespond with", value)[0]
-        values[match.group(1)] = _decode(value.strip())
-    return values
-
-
-def parse_call(system: str, messages: list[tuple[str, str]]) -> LMCall:
-    """Parse a DSPy prompt (system text and (role, text) messages) into an LMCall."""
-    last_user = next((text for role, text in reversed(messages) if role == "user"), "")
-    input_fields = _fields(system, "Your input fields are:")
+    prompt = "\n\n".join(_text(message.get("content")) for message in messages)
+    found = ADAPTER_CALLS.find(messages)
+    if found is None:
+        return LMCall([], [], {}, prompt, json_mode=False)
+    signature = found.signature
     return LMCall(
-        input_fields=input_fields,
-        output_fields=_fields(system, "Your output fields are:"),
-        inputs=_inputs(last_user, input_fields),
-        prompt="\n\n".join([system, *(text for _, text in messages)]),
-        json_mode="Respond with a JSON object" in last_user,
+        input_fields=list(signature.input_fields),
+        output_fields=list(signature.output_fields),
+        inputs=to_jsonable_python(found.inputs, fallback=str),
+        prompt=prompt,
+        json_mode=isinstance(found.adapter, dspy.JSONAdapter),
+        demos=[to_jsonable_python(dict(demo), fallback=str) for demo in found.demos],
+        adapter_call=found,
     )
 
 
-def _decode(value: str) -> Any:
-    try:
-        return json.loads(value)
-    except ValueError:
-        return value.strip()
-
-
-def format_answer(fields: Mapping[str, Any], *, json_mode: bool) -> str:
-    """Output fields as DSPy's ChatAdapter (or JSONAdapter) expects them."""
-    if json_mode:
-        return json.dumps(dict(fields), default=_jsonable)
-    parts = []
-    for name, value in fields.items():
-        text = value if isinstance(value, str) else json.dumps(value, default=_jsonable)
-        parts.append(f"[[ ## {name} ## ]]\n{text}")
-    return "\n\n".join([*parts, "[[ ## completed ## ]]"])
-
-
-def _jsonable(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    if dump is not None:
-        return dump()
-    raise TypeError(f"cannot serialize {type(value).__name__}")
+def format_answer(call: LMCall, fields: Mapping[str, Any]) -> str:
+    """Output fields as the adapter that asked expects an LM to write them."""
+    if call.adapter_call is None:
+        raise ValueError("a prompt no DSPy adapter formatted: answer it with a string")
+    found = call.adapter_call
+    return found.adapter.format_assistant_message_content(found.signature, dict(fields))
 
 
 @dataclass
@@ -127,12 +183,13 @@ class ScriptedEngine:
     def complete(self, request: Any) -> Any:
         from dspy import lm15
 
-        system = request.system if isinstance(request.system, str) else ""
-        call = parse_call(system, [(message.role, message.text or "") for message in request.messages])
+        messages = [{"role": "system", "content": request.system}] if isinstance(request.system, str) else []
+        messages += [{"role": message.role, "content": message.text or ""} for message in request.messages]
+        call = call_for(messages)
         with self._lock:
             self.calls.append(call)
         answer = self.responder(call)
-        text = answer if isinstance(answer, str) else format_answer(answer, json_mode=call.json_mode)
+        text = answer if isinstance(answer, str) else format_answer(call, answer)
         prompt_tokens, completion_tokens = count_tokens(call.prompt), count_tokens(text)
         return lm15.Response(
             id=f"scripted-{len(self.calls)}",
@@ -161,6 +218,7 @@ def scripted_lm(responder: Responder, *, model: str = "scripted/lm") -> Any:
     """A `dspy.LM` answering with `responder`; `lm.engine.calls` lists the calls it received."""
     import dspy
 
+    watch_adapters()
     engine = ScriptedEngine(responder)
     return dspy.LM(model, engine=engine, async_engine=_AsyncScriptedEngine(engine), cache=False)
 

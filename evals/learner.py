@@ -4,8 +4,8 @@ Offline tests and `python -m evals.optimize_offline` need a student whose score 
 through the prompt an optimizer builds, and whose rules a reviewer can read in one sitting. This
 LM knows no answers, situations or labels; nothing in it names an action to choose for a case.
 
-1. It reads the demonstrations: DSPy sends each demo as a user message (the input fields) and an
-   assistant message (the output fields) before the final user message. A pair that lacks the
+1. It reads the demonstrations the adapter put in the prompt (as `dspy_memory.testing` sees
+   them: the demos the adapter formatted, not the prompt's text). A demo that lacks the
    current signature's input or output fields (a demo of another signature) is ignored.
 2. It finds the nearest demonstration: the one whose input values share the largest fraction of
    their words with the current input's (Jaccard similarity of lower-cased word sets; the
@@ -39,20 +39,17 @@ from __future__ import annotations
 
 import calendar
 import functools
-import json
 import re
-import threading
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from dspy_memory.testing import LMCall, ScriptedEngine, _AsyncScriptedEngine, parse_call
+from dspy_memory.testing import LMCall, ScriptedEngine, _AsyncScriptedEngine, watch_adapters
 from dspy_memory.write.validate import NEEDS_CONTENT
 
 _WORD = re.compile(r"[a-z]+|\d+")
-_SECTION = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## \w+ ## \]\]|\Z)", re.DOTALL)
-_FIELD_TYPE = re.compile(r"^\d+\. `(\w+)` \(([^)]*)\)", re.MULTILINE)
 _FENCED = re.compile(r"```\n?(.*?)\n?```", re.DOTALL)
 _OP_FIELDS = ("content", "kind", "subject", "predicate", "object", "valid_at", "invalid_at")
 
@@ -67,49 +64,21 @@ class Demonstration:
         return words(self.inputs)
 
 
-# -- reading the prompt ------------------------------------------------------------------------
+# -- reading the demonstrations -----------------------------------------------------------------
 
 
-def demonstrations(system: str, messages: list[tuple[str, str]], call: LMCall) -> list[Demonstration]:
-    """The (user, assistant) pairs before the final user message that carry every input and
-    output field of the current signature."""
-    pairs = zip(messages[:-1], messages[1:-1])
-    found = [
-        _demonstration(system, text, answer, tuple(call.input_fields), tuple(call.output_fields))
-        for (role, text), (next_role, answer) in pairs
-        if role == "user" and next_role == "assistant"
+def demonstrations(call: LMCall) -> list[Demonstration]:
+    """The demos the adapter put in this call's prompt that carry every input and output field
+    of the current signature (a demo of another signature, or one without outputs, is ignored)."""
+    wanted = [*call.input_fields, *call.output_fields]
+    return [
+        Demonstration(
+            {name: demo[name] for name in call.input_fields},
+            {name: demo[name] for name in call.output_fields},
+        )
+        for demo in call.demos
+        if all(demo.get(name) is not None for name in wanted)
     ]
-    return [demo for demo in found if demo is not None]
-
-
-# Optimizers send the same demos thousands of times; reading one is the learner's main cost.
-@functools.lru_cache(maxsize=4096)
-def _demonstration(
-    system: str, text: str, answer: str, input_fields: tuple[str, ...], output_fields: tuple[str, ...]
-) -> Demonstration | None:
-    inputs = parse_call(system, [("user", text)]).inputs
-    outputs = _outputs(answer, list(output_fields))
-    if set(input_fields) <= set(inputs) and set(output_fields) <= set(outputs):
-        return Demonstration(inputs, outputs)
-    return None
-
-
-def _outputs(text: str, names: list[str]) -> dict[str, Any]:
-    """Output fields of a demo answer in ChatAdapter ([[ ## name ## ]]) or JSONAdapter form."""
-    try:
-        value = json.loads(text)
-        if isinstance(value, dict):
-            return {name: value[name] for name in names if name in value}
-    except ValueError:
-        pass
-    values = {}
-    for name, raw in _SECTION.findall(text):
-        if name in names:
-            try:
-                values[name] = json.loads(raw.strip())
-            except ValueError:
-                values[name] = raw.strip()
-    return values
 
 
 def words(value: Any) -> set[str]:
@@ -310,21 +279,21 @@ def imitate_plan(inputs: dict[str, Any], demo: Demonstration) -> dict[str, Any]:
 # -- everything else ---------------------------------------------------------------------------
 
 
-def _empty(type_name: str) -> Any:
+def _empty(annotation: Any) -> Any:
     """A fixed valid value of a DSPy output type."""
-    name = type_name.replace(" ", "").lower()
-    if name.startswith(("list", "tuple", "set")):
+    kind = typing.get_origin(annotation) or annotation
+    if kind in (list, tuple, set):
         return []
-    if name.startswith("dict"):
+    if kind is dict:
         return {}
-    if name.startswith("bool"):
+    if kind is bool:
         return True
-    if name.startswith(("int", "float")):
+    if kind in (int, float):
         return 0
     return "As in the examples."
 
 
-def answer(call: LMCall, demos: list[Demonstration], system: str) -> dict[str, Any]:
+def answer(call: LMCall, demos: list[Demonstration]) -> dict[str, Any]:
     demo = nearest(call.inputs, demos)
     if "ops" in call.output_fields:
         return {"ops": imitate_ops(call.inputs, demo) if demo else naive_ops(call.inputs)}
@@ -332,8 +301,7 @@ def answer(call: LMCall, demos: list[Demonstration], system: str) -> dict[str, A
         return {"plan": imitate_plan(call.inputs, demo) if demo else naive_plan(call.inputs)}
     if demo is not None:
         return dict(demo.outputs)
-    types = dict(_FIELD_TYPE.findall(system[system.find("Your output fields are:") :]))
-    return {name: _empty(types.get(name, "str")) for name in call.output_fields}
+    return {name: _empty(annotation) for name, annotation in call.output_types.items()}
 
 
 def reflection(prompt: str) -> str:
@@ -344,28 +312,20 @@ def reflection(prompt: str) -> str:
 
 
 class LearnerEngine(ScriptedEngine):
-    """The engine of `learner_lm`: ScriptedEngine's parsing and token counting, with the request's
-    demonstrations handed to the answer. `rules(call)`, when given, answers first (None: it does
-    not know that signature)."""
+    """The engine of `learner_lm`: ScriptedEngine's token counting, answering by `answer`.
+    `rules(call)`, when given, answers first (None: it does not know that signature)."""
 
     def __init__(self, rules: Callable[[LMCall], Mapping[str, Any] | None] | None = None) -> None:
         super().__init__(responder=self._respond)
-        self._request = threading.local()
         self.rules = rules
 
-    def complete(self, request: Any) -> Any:
-        self._request.system = request.system if isinstance(request.system, str) else ""
-        self._request.messages = [(message.role, message.text or "") for message in request.messages]
-        return super().complete(request)
-
     def _respond(self, call: LMCall) -> Any:
-        system, messages = self._request.system, self._request.messages
         ruled = self.rules(call) if self.rules is not None else None
         if ruled is not None:
             return ruled
         if not call.output_fields:
             return reflection(call.prompt)
-        return answer(call, demonstrations(system, messages, call), system)
+        return answer(call, demonstrations(call))
 
 
 def learner_lm(
@@ -377,5 +337,6 @@ def learner_lm(
     they know, the learner's behaviour covers the rest (proposers, reflection)."""
     import dspy
 
+    watch_adapters()
     engine = LearnerEngine(rules)
     return dspy.LM(model, engine=engine, async_engine=_AsyncScriptedEngine(engine), cache=False)

@@ -45,6 +45,15 @@ def minilm():
     return embedder
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _fake_lms_see_what_adapters_format():
+    """Fake LM servers (tests/fakes.py) answer by signature: `dspy_memory.testing.call_for`
+    finds what the adapter formatted into a prompt through this callback."""
+    from dspy_memory.testing import watch_adapters
+
+    watch_adapters()
+
+
 @pytest.fixture(autouse=True)
 def _no_lm_leaks_between_tests():
     """Code under test may configure dspy's global LM (dspy_memory.local() does); a leftover LM

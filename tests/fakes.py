@@ -205,12 +205,11 @@ def ollama_server(
 
 def chat_by_signature(responder):
     """A `chat(messages)` for `ollama_server` that answers like `dspy_memory.testing` LMs do."""
-    from dspy_memory.testing import format_answer, parse_call
+    from dspy_memory.testing import call_for, format_answer
 
     def chat(messages):
-        system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
-        call = parse_call(system, [(m["role"], m["content"]) for m in messages if m["role"] != "system"])
+        call = call_for(messages)
         answer = responder(call)
-        return answer if isinstance(answer, str) else format_answer(answer, json_mode=call.json_mode)
+        return answer if isinstance(answer, str) else format_answer(call, answer)
 
     return chat

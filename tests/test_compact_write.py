@@ -379,7 +379,7 @@ def test_a_fused_run_does_not_pick_up_the_compact_program(tmp_path):
 
 def test_local_ollama_models_write_with_the_compact_program_by_default(db_path):
     import dspy_memory
-    from dspy_memory.testing import oracle_responder, parse_call
+    from dspy_memory.testing import call_for, oracle_responder
 
     from .fakes import chat_by_signature, ollama_server
 
@@ -408,6 +408,5 @@ def test_local_ollama_models_write_with_the_compact_program_by_default(db_path):
     # Ollama constrains the answer to the compact operation's schema.
     [op_schema] = body["format"]["$defs"].values()
     assert set(op_schema["properties"]) == COMPACT_KEYS
-    system = "\n\n".join(m["content"] for m in body["messages"] if m["role"] == "system")
-    call = parse_call(system, [(m["role"], m["content"]) for m in body["messages"] if m["role"] != "system"])
+    call = call_for(body["messages"])
     assert call.input_fields == COMPACT_INPUTS

@@ -10,7 +10,7 @@ import pytest
 
 from dspy_memory import Memory
 from dspy_memory.cli import main
-from dspy_memory.testing import parse_call
+from dspy_memory.testing import call_for
 
 from .fakes import ollama_server
 
@@ -33,8 +33,7 @@ def by_schema(body):
         return json.dumps(
             {name: 6 if spec["type"] == "integer" else "MEMORY" for name, spec in properties.items()}
         )
-    system = "\n\n".join(m["content"] for m in body["messages"] if m["role"] == "system")
-    return json.dumps({name: "6" for name in parse_call(system, []).output_fields})
+    return json.dumps({name: "6" for name in call_for(body["messages"]).output_fields})
 
 
 def doctor(capsys, *args):

@@ -150,28 +150,24 @@ def test_json_adapter_demonstrations_are_read_too():
     assert ops_of(program, MOVE_NOW, adapter=dspy.JSONAdapter()) == [("INVALIDATE", 1)]
 
 
-def test_pairs_of_another_signature_and_unreadable_answers_are_ignored():
+def test_demos_of_another_signature_and_without_outputs_are_ignored():
     call = LMCall(
         input_fields=["question", "today"],
         output_fields=["plan"],
         inputs={"question": "Where did Ada live in 2023?", "today": "2024-02-01"},
         prompt="",
         json_mode=False,
+        demos=[
+            {"new_facts": [], "observed_at": "2024-01-01", "ops": []},
+            {"question": "Where was Bob in 2022?", "today": "2024-01-01"},
+            {
+                "question": "Where was Bob in 2021?",
+                "today": "2024-01-01",
+                "plan": {"queries": ["Bob"], "as_of": "2021-06-01"},
+            },
+        ],
     )
-    system = "Your input fields are:\n1. `question` (str)\n2. `today` (str)\nYour output fields are:\n1. `plan` (SearchPlan)\n"
-    messages = [
-        ("user", "[[ ## new_facts ## ]]\n[]\n\n[[ ## observed_at ## ]]\n2024-01-01"),
-        ("assistant", "[[ ## ops ## ]]\n[]\n\n[[ ## completed ## ]]"),
-        ("user", "[[ ## question ## ]]\nWhere was Bob in 2022?\n\n[[ ## today ## ]]\n2024-01-01"),
-        ("assistant", "no fields here at all"),
-        ("user", "[[ ## question ## ]]\nWhere was Bob in 2021?\n\n[[ ## today ## ]]\n2024-01-01"),
-        (
-            "assistant",
-            '[[ ## plan ## ]]\n{"queries": ["Bob"], "as_of": "2021-06-01"}\n\n[[ ## completed ## ]]',
-        ),
-        ("user", "[[ ## question ## ]]\nWhere did Ada live in 2023?\n\n[[ ## today ## ]]\n2024-02-01"),
-    ]
-    [only] = demonstrations(system, messages, call)
+    [only] = demonstrations(call)
     assert (
         only.inputs["question"] == "Where was Bob in 2021?" and only.outputs["plan"]["as_of"] == "2021-06-01"
     )

@@ -12,7 +12,7 @@ import pytest
 import dspy_memory
 from dspy_memory import LMUnavailableError, Memory
 from dspy_memory.errors import InvalidInputError
-from dspy_memory.testing import oracle_responder, parse_call
+from dspy_memory.testing import call_for, oracle_responder
 from dspy_memory.util.lm import make_lm
 
 from .fakes import chat_by_signature, ollama_server
@@ -48,8 +48,7 @@ def chats(requests):
 
 def prompt_output_fields(body):
     """The output fields the prompt of a chat request names (DSPy's "Your output fields are")."""
-    system = "\n\n".join(m["content"] for m in body["messages"] if m["role"] == "system")
-    return parse_call(system, [(m["role"], m["content"]) for m in body["messages"] if m["role"] != "system"])
+    return call_for(body["messages"])
 
 
 def test_local_writes_memories_through_the_native_route_with_num_ctx_and_the_output_schema(db_path):

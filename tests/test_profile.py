@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic import BaseModel, Field
 
@@ -26,7 +28,7 @@ def patcher(call):
     if "Denver" in text:
         ops.append(
             {
-                "op": "replace" if call.inputs["current_profile"].get("home_city") else "add",
+                "op": "replace" if json.loads(call.inputs["current_profile"]).get("home_city") else "add",
                 "path": "/home_city",
                 "value": "Denver",
                 "reason": "moved",

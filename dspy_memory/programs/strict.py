@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import typing
 from typing import Any
 
 import dspy
@@ -29,9 +30,18 @@ def _strict_json(text: str) -> Any:
     return json.loads(fenced.group(1) if fenced else stripped)
 
 
+# Scalars: DSPy's own format writes them as Python does ("True", 3), and json_repair cannot turn
+# a cut-off scalar into another plausible value the way it completes a list or an object.
+_SCALARS = (str, bool, int, float)
+
+
 def _structured(signature: type[dspy.Signature]) -> list[str]:
-    """Output fields whose values are parsed as JSON (anything but plain text)."""
-    return [name for name, field in signature.output_fields.items() if field.annotation is not str]
+    """Output fields whose values must be complete JSON: lists, objects and models."""
+    return [
+        name
+        for name, field in signature.output_fields.items()
+        if field.annotation not in _SCALARS and typing.get_origin(field.annotation) is not typing.Literal
+    ]
 
 
 def _refuse(adapter: str, signature: type[dspy.Signature], completion: str, why: str) -> AdapterParseError:
