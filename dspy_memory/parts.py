@@ -114,7 +114,7 @@ def build_parts(
             max_wait_seconds=config.write.max_wait_seconds,
             max_batch=config.write.max_batch,
         ),
-        blocks=CoreMemory(store, any_user=config.scope_mode == "wildcard"),
+        blocks=CoreMemory(store, scope_mode=config.scope_mode),
         profiles=Profiles(store, profile_schema),
         programs_in_use=programs_in_use,
         reading_programs=reading_programs,

@@ -7,7 +7,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from typing_extensions import Unpack
+
 from dspy_memory.errors import BlockError, InvalidInputError
+from dspy_memory.scopes import ScopeArgs, ScopeRules
 from dspy_memory.store import Store
 from dspy_memory.types import Block, BlockVersion, Scope
 from dspy_memory.util.text import shown, valid_text
@@ -32,22 +35,20 @@ def _optional_text(**values: Any) -> None:
 class CoreMemory:
     """`memory.blocks`: create, read and edit core-memory blocks of a scope."""
 
-    def __init__(self, store: Store, *, any_user: bool = False) -> None:
+    def __init__(self, store: Store, *, scope_mode: str = "strict") -> None:
         self._store = store
-        self._any_user = any_user  # `list` without user_id reaches every user (wildcard mode)
+        self._scopes = ScopeRules(scope_mode)  # `list` without user_id: every user in wildcard mode
 
     def set(
         self,
         label: str,
         value: str | None = None,
         *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        run_id: str | None = None,
         char_limit: int | None = None,
         read_only: bool | None = None,
         description: str | None = None,
         reason: str | None = None,
+        **scope: Unpack[ScopeArgs],
     ) -> Block:
         """Create a block or change it (the developer may change read-only blocks). A new value
         is a new version; a value over the limit (default 2,000 characters) is refused."""
@@ -64,7 +65,7 @@ class CoreMemory:
             raise InvalidInputError(f"read_only must be True, False or None, got {shown(read_only)}")
         return self._store.blocks.write(
             _label(label),
-            Scope.of(user_id, agent_id, run_id),
+            self._scopes.exact("blocks.set", scope),
             value=value,
             char_limit=char_limit,
             read_only=read_only,
@@ -77,40 +78,33 @@ class CoreMemory:
     def get(
         self,
         label: str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        run_id: str | None = None,
+        **scope: Unpack[ScopeArgs],
     ) -> Block | None:
-        return self._store.blocks.get(_label(label), Scope.of(user_id, agent_id, run_id))
+        return self._store.blocks.get(_label(label), self._scopes.exact("blocks.get", scope))
 
-    def list(
-        self, *, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None
-    ) -> list[Block]:
+    def list(self, **scope: Unpack[ScopeArgs]) -> list[Block]:
         """The blocks of a scope, oldest first. Omitted agent_id and run_id match any; an
         omitted user_id matches blocks without a user (strict scope mode; docs/scopes.md)."""
-        return self._store.blocks.list(Scope.of(user_id, agent_id, run_id, any_user=self._any_user))
+        return self._store.blocks.list(self._scopes.read("blocks.list", scope))
 
     def append(
         self,
         label: str,
         text: str,
         *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        run_id: str | None = None,
         actor: str = "agent",
         reason: str | None = None,
+        **scope: Unpack[ScopeArgs],
     ) -> Block:
         """Add a line to a block (an agent's edit: refused on read-only blocks and over the limit)."""
-        scope = Scope.of(user_id, agent_id, run_id)
+        where = self._scopes.exact("blocks.append", scope)
         valid_text(actor, "actor")
         _optional_text(text=text, reason=reason)
-        block = self._existing(label, scope)
+        block = self._existing(label, where)
         if not isinstance(text, str) or not text.strip():
             raise BlockError("nothing to append: text is empty")
         value = f"{block.value}\n{text.strip()}" if block.value else text.strip()
-        return self._store.blocks.write(label, scope, value=value, actor=actor, reason=reason)
+        return self._store.blocks.write(label, where, value=value, actor=actor, reason=reason)
 
     def replace(
         self,
@@ -118,44 +112,36 @@ class CoreMemory:
         old: str,
         new: str,
         *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        run_id: str | None = None,
         actor: str = "agent",
         reason: str | None = None,
+        **scope: Unpack[ScopeArgs],
     ) -> Block:
         """Replace text in a block (an agent's edit); `new` may be empty to delete `old`."""
-        scope = Scope.of(user_id, agent_id, run_id)
+        where = self._scopes.exact("blocks.replace", scope)
         valid_text(actor, "actor")
         _optional_text(new=new, reason=reason)
-        block = self._existing(label, scope)
+        block = self._existing(label, where)
         if not isinstance(old, str) or not old or old not in block.value:
             raise BlockError(f"the text to replace is not in block {label!r}; copy it exactly from the block")
         if not isinstance(new, str):
             raise BlockError("the replacement must be a string (empty to delete the text)")
         return self._store.blocks.write(
-            label, scope, value=block.value.replace(old, new, 1), actor=actor, reason=reason
+            label, where, value=block.value.replace(old, new, 1), actor=actor, reason=reason
         )
 
     def history(
         self,
         label: str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        run_id: str | None = None,
+        **scope: Unpack[ScopeArgs],
     ) -> list[BlockVersion]:
-        return self._store.blocks.history(_label(label), Scope.of(user_id, agent_id, run_id))
+        return self._store.blocks.history(_label(label), self._scopes.exact("blocks.history", scope))
 
     def delete(
         self,
         label: str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        run_id: str | None = None,
+        **scope: Unpack[ScopeArgs],
     ) -> bool:
-        return self._store.blocks.delete(_label(label), Scope.of(user_id, agent_id, run_id))
+        return self._store.blocks.delete(_label(label), self._scopes.exact("blocks.delete", scope))
 
     def _existing(self, label: str, scope: Scope) -> Block:
         block = self._store.blocks.get(_label(label), scope)

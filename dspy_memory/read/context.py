@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dspy_memory.errors import InvalidInputError
+from dspy_memory.ops import FACT_KINDS
 from dspy_memory.read.retrieval import Retriever
 from dspy_memory.store import Store, TimeView
 from dspy_memory.types import (
@@ -90,6 +91,10 @@ class _Plan:
         self.items.append(ContextItem(section=section, ref=ref, text=text, tokens=count_tokens(text)))
 
 
+# Procedures have their own section, after recent episodes.
+FACTS_SECTION_KINDS = tuple(kind for kind in FACT_KINDS if kind != "procedure")
+
+
 @dataclass
 class ContextBuilder:
     store: Store
@@ -120,9 +125,7 @@ class ContextBuilder:
             else:
                 plan.add("blocks", block.label, f"<{block.label}>\n{block.value}\n</{block.label}>")
 
-        hits = self.search(
-            query, k=self.facts, as_of=as_of, kinds=("fact", "preference", "event", "profile", "note")
-        )
+        hits = self.search(query, k=self.facts, as_of=as_of, kinds=FACTS_SECTION_KINDS)
         best = max((hit.score for hit in hits), default=0.0)  # fused hits are not in score order
         relevant = [hit.memory for hit in hits if hit.score >= self.relevance_floor * best]
         dropped = [

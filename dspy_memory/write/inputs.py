@@ -69,6 +69,14 @@ def check_metadata(metadata: Any, name: str = "metadata") -> dict[str, Any]:
     return dict(metadata)
 
 
+# Roles of messages that are not a person speaking: what they say about the user is second-hand.
+NOT_A_PERSON = frozenset({"assistant", "tool", "system"})
+
+
+def said_by_a_person(episode: Episode) -> bool:
+    return episode.role not in NOT_A_PERSON and episode.source != "tool_step"
+
+
 MessagesInput = str | Mapping[str, Any] | Sequence[Any]
 
 _MESSAGE_KEYS = {"role", "content", "name", "metadata", "at", "source"}

@@ -12,6 +12,7 @@ from dspy_memory.store.keyword import query_terms
 from dspy_memory.types import Episode, MemoryRecord, Scope
 from dspy_memory.util.text import content_hash, normalize_name, normalize_predicate, surrogate_at
 from dspy_memory.util.timeutil import lm_date, to_db
+from dspy_memory.write.inputs import said_by_a_person
 
 NEEDS_TARGET = ("UPDATE", "INVALIDATE", "DELETE", "NOOP")
 NEEDS_CONTENT = ("ADD", "UPDATE", "INVALIDATE")
@@ -66,7 +67,7 @@ class Sources:
             return [episode.id for episode in self.episodes]
         chosen = [episode for episode in self.episodes if overlap[episode.id] == best]
         # On a tie, what a person said outranks the assistant repeating it.
-        people = [episode for episode in chosen if episode.role not in ("assistant", "tool", "system")]
+        people = [episode for episode in chosen if said_by_a_person(episode)]
         return [episode.id for episode in people or chosen]
 
     def said_at(self, episode_ids: Sequence[str]) -> str | None:
@@ -261,13 +262,7 @@ def plan_ops(
 def forget_requests(episodes: Sequence[Episode], pattern: re.Pattern[str]) -> list[Episode]:
     """The episodes that ask to forget something: only a person's messages count, never tool
     output, the assistant or the system."""
-    return [
-        episode
-        for episode in episodes
-        if episode.role not in ("assistant", "tool", "system")
-        and episode.source != "tool_step"
-        and pattern.search(episode.content)
-    ]
+    return [episode for episode in episodes if said_by_a_person(episode) and pattern.search(episode.content)]
 
 
 def deletable_aliases(
