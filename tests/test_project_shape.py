@@ -56,3 +56,29 @@ def test_code_is_lint_clean():
         [ruff, "check", "dspy_memory", "evals", "tests"], cwd=ROOT, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout
+
+
+def test_the_architecture_page_lists_every_module_where_it_is():
+    """docs/architecture.md's tree has a line for each module of the package, under its folder."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    tree = text[text.index("```\ndspy_memory/") + 4 : text.index("```", text.index("```\ndspy_memory/") + 4)]
+    listed, folders = set(), []
+    for line in tree.splitlines()[1:]:
+        name = line.strip().split(" ")[0]
+        if not name.endswith((".py", "/")) or line.startswith(" " * 17):
+            continue  # a continued description
+        depth = (len(line) - len(line.lstrip())) // 2
+        folders = folders[: depth - 1]
+        if name.endswith("/"):
+            folders.append(name.rstrip("/"))
+        else:
+            listed.add("/".join([*folders, name]))
+    package = ROOT / "dspy_memory"
+    modules = {
+        path.relative_to(package).as_posix()
+        for path in package.rglob("*.py")
+        # A package's __init__.py counts when it holds code, not only imports.
+        if path.name != "__init__.py" or path.parent == package or "\ndef " in path.read_text()
+    }
+    assert modules - listed == set(), "modules missing from docs/architecture.md"
+    assert listed - modules == set(), "docs/architecture.md lists modules that do not exist"
