@@ -51,6 +51,12 @@ def _checked(method: str, args: dict[str, Any], allowed: frozenset[str]) -> None
         )
 
 
+def exact_scope(method: str, args: dict[str, Any]) -> Scope:
+    """The scope a write (or a binding, as tools make) names, exactly as given, in every mode."""
+    _checked(method, args, _SCOPE_KEYS)
+    return Scope.of(**args)
+
+
 class ScopeRules:
     """Strict mode (default): an omitted user_id means "stored without a user". Wildcard mode
     (single tenant, as in 0.1): an omitted user_id matches any user."""
@@ -59,9 +65,7 @@ class ScopeRules:
         self.any_user = mode == "wildcard"
 
     def exact(self, method: str, args: dict[str, Any]) -> Scope:
-        """The scope a write names, exactly as given, in every mode."""
-        _checked(method, args, _SCOPE_KEYS)
-        return Scope.of(**args)
+        return exact_scope(method, args)
 
     def read(self, method: str, args: dict[str, Any]) -> Scope:
         """The scope a read names; agent_id and run_id left out match any value."""

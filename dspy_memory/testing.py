@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dspy.utils.callback import BaseCallback
 from pydantic_core import to_jsonable_python
 
 from dspy_memory.util.text import SINGLE_VALUED_PREDICATES
@@ -59,16 +60,16 @@ def _last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
     return _text(next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), ""))
 
 
-class AdapterCalls:
+class AdapterCalls(BaseCallback):
     """A DSPy callback that remembers the AdapterCall behind each prompt an adapter formats,
     by the text of its last user message (the current inputs); the most recent 4096."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._pending: dict[str, AdapterCall] = {}
         self._by_prompt: OrderedDict[str, AdapterCall] = OrderedDict()
         self._lock = threading.Lock()
 
-    # dspy.utils.callback.BaseCallback's hooks: DSPy calls these by name.
     def on_adapter_format_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
         if "signature" not in inputs:
             # An adapter subclassing another is wrapped twice (DSPy decorates format() in each
@@ -90,11 +91,6 @@ class AdapterCalls:
             self._by_prompt.move_to_end(key)
             while len(self._by_prompt) > 4096:
                 self._by_prompt.popitem(last=False)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("on_"):  # the other hooks of BaseCallback: nothing to do
-            return lambda *args, **kwargs: None
-        raise AttributeError(name)
 
     def find(self, messages: Sequence[Mapping[str, Any]]) -> AdapterCall | None:
         """The AdapterCall whose prompt ends with these messages' last user message."""

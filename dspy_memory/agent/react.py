@@ -12,9 +12,10 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import dspy
+from typing_extensions import Unpack
 
 from dspy_memory.agent.tools import TOOL_NAMES
-from dspy_memory.types import Scope
+from dspy_memory.scopes import ScopeArgs, exact_scope
 
 if TYPE_CHECKING:
     from dspy_memory.memory import Memory
@@ -38,19 +39,17 @@ class MemoryReAct(dspy.Module):
         signature: str | type[dspy.Signature],
         *,
         memory: Memory,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        run_id: str | None = None,
         tools: list[Any] = (),  # type: ignore[assignment]
         allow: list[str] | None = None,
         max_iters: int = 10,
         budget_tokens: int = 1000,
         earlier_attempts: int = 5,
         log_steps: bool = True,
+        **scope: Unpack[ScopeArgs],
     ) -> None:
         super().__init__()
         self.memory = memory
-        self.scope = Scope.of(user_id, agent_id, run_id)
+        self.scope = exact_scope("MemoryReAct", scope)
         self.budget_tokens = budget_tokens
         self.earlier_attempts = earlier_attempts
         self.log_steps = log_steps

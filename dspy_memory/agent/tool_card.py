@@ -8,7 +8,10 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from dspy_memory.types import Episode, Hit, Scope
+from typing_extensions import Unpack
+
+from dspy_memory.scopes import ScopeArgs, exact_scope
+from dspy_memory.types import Episode, Hit
 
 if TYPE_CHECKING:
     from dspy_memory.memory import Memory
@@ -52,13 +55,11 @@ class MemoryTool:
         self,
         memory: Memory,
         *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        run_id: str | None = None,
         k: int = 8,
+        **scope: Unpack[ScopeArgs],
     ) -> None:
         self.memory = memory
-        self.scope = Scope.of(user_id, agent_id, run_id)
+        self.scope = exact_scope("MemoryTool", scope)
         self.k = k
 
     def get_metadata(self) -> dict[str, Any]:
