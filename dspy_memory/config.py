@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
 import os
 from collections.abc import Mapping
@@ -11,14 +12,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic_settings import (
-    BaseSettings,
-    EnvSettingsSource,
-    InitSettingsSource,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-)
-from pydantic_settings.sources.utils import parse_env_vars
 
 try:  # Python >= 3.11
     import tomllib
@@ -186,7 +179,7 @@ class MemoryConfig(BaseModel):
         _warn_unknown(env)
         token = _ENVIRON.set((env, from_file))
         try:
-            loaded = _FromEnv(**overrides)
+            loaded = _env_settings_class()(**overrides)
         finally:
             _ENVIRON.reset(token)
         return cls.model_validate(loaded.model_dump())
@@ -197,35 +190,43 @@ OTHER_VARIABLES = frozenset({"CONFIG", "VENV", "SQLITE_DRIVER"})
 _ENVIRON: ContextVar[tuple[Mapping[str, str], dict[str, Any]]] = ContextVar("dspy_memory_environ")
 
 
-class _MappingEnvSource(EnvSettingsSource):
-    """Environment variables from a given mapping, so `from_env(environ)` needs no os.environ."""
+@functools.cache
+def _env_settings_class() -> type[MemoryConfig]:
+    """MemoryConfig as a pydantic-settings class reading the mapping in _ENVIRON (built on
+    first use: pydantic-settings costs ~35 ms to import, and most programs never read env)."""
+    from pydantic_settings import BaseSettings, EnvSettingsSource, InitSettingsSource, SettingsConfigDict
+    from pydantic_settings.sources.utils import parse_env_vars
 
-    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
-        self._environ = environ
-        super().__init__(settings_cls)
+    class MappingEnvSource(EnvSettingsSource):
+        """Environment variables from a given mapping, so from_env(environ) needs no os.environ."""
 
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        # The extension point pydantic-settings' own DotEnvSettingsSource overrides.
-        return parse_env_vars(
-            self._environ, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str
+        def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+            self._environ = environ
+            super().__init__(settings_cls)
+
+        def _load_env_vars(self) -> Mapping[str, str | None]:
+            # The extension point pydantic-settings' own DotEnvSettingsSource overrides.
+            return parse_env_vars(
+                self._environ, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str
+            )
+
+    class FromEnv(BaseSettings, MemoryConfig):
+        model_config = SettingsConfigDict(
+            env_prefix=ENV_PREFIX,
+            env_nested_delimiter="__",
+            extra="ignore",
+            nested_model_default_partial_update=True,
         )
 
+        @classmethod
+        def settings_customise_sources(
+            cls, settings_cls: type[BaseSettings], init_settings: Any, **_: Any
+        ) -> tuple[Any, ...]:
+            environ, from_file = _ENVIRON.get()
+            toml = InitSettingsSource(settings_cls, init_kwargs=from_file)
+            return init_settings, MappingEnvSource(settings_cls, environ), toml
 
-class _FromEnv(BaseSettings, MemoryConfig):
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX,
-        env_nested_delimiter="__",
-        extra="ignore",
-        nested_model_default_partial_update=True,
-    )
-
-    @classmethod
-    def settings_customise_sources(
-        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource, **_: Any
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        environ, from_file = _ENVIRON.get()
-        toml = InitSettingsSource(settings_cls, init_kwargs=from_file)
-        return init_settings, _MappingEnvSource(settings_cls, environ), toml
+    return FromEnv
 
 
 def _toml_settings(path: Path) -> dict[str, Any]:

@@ -9,8 +9,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import jsonpatch
-import jsonpointer
 from pydantic import BaseModel, ValidationError
 
 from dspy_memory.errors import BlockError
@@ -36,6 +34,9 @@ class ProfileUpdate(BaseModel):
 def apply_op(document: dict[str, Any], op: str, path: str, value: Any = None) -> dict[str, Any]:
     """One RFC 6902 add/replace/remove (by jsonpatch) on a copy of `document`; raises ValueError,
     with jsonpatch's reason, if it cannot apply."""
+    import jsonpatch  # profiles are optional: the CLI starts without it
+    import jsonpointer
+
     if op not in ("add", "replace", "remove"):
         raise ValueError(f"operation {op!r} is not add, replace or remove")
     step = {"op": op, "path": path} if op == "remove" else {"op": op, "path": path, "value": value}

@@ -13,8 +13,6 @@ import numbers
 import re
 from datetime import date, datetime, time, timezone
 
-import dateutil.parser
-
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.util.text import shown, surrogate_at
 
@@ -131,6 +129,8 @@ def lm_date(value: str | None) -> str | None:
         pass
     if not _YEAR.search(text):
         return None
+    import dateutil.parser  # only for dates an LM wrote in words: the CLI starts without it
+
     try:
         parsed = dateutil.parser.parse(text, default=_FIRST)
     except (ValueError, OverflowError):
