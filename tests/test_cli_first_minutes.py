@@ -164,6 +164,9 @@ def test_ctrl_c_exits_130_without_a_traceback(tmp_path):
             "--embedder",
             "ollama:nomic-embed-text",
             env={"OLLAMA_HOST": url},
+            # As from a terminal: a shell starts background jobs (`cmd &`, nohup) with SIGINT
+            # ignored, and Python then never turns Ctrl-C into KeyboardInterrupt.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         deadline = time.monotonic() + 60
         while not accepted and time.monotonic() < deadline:  # it is now waiting for the embedder
