@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import dspy
+from dspy import lm15
 from dspy.utils.callback import BaseCallback
 from pydantic_core import to_jsonable_python
 
@@ -104,8 +106,6 @@ ADAPTER_CALLS = AdapterCalls()
 def watch_adapters() -> None:
     """Put ADAPTER_CALLS among DSPy's global callbacks (once). The list is extended in place:
     `dspy.configure` may only be called from the thread that configured DSPy first."""
-    import dspy
-
     callbacks = dspy.settings.callbacks
     if not any(callback is ADAPTER_CALLS for callback in callbacks):
         callbacks.append(ADAPTER_CALLS)
@@ -142,8 +142,6 @@ def call_for(messages: Sequence[Mapping[str, Any]]) -> LMCall:
     """The LMCall of a request with these messages ({"role", "content"} dicts, the system
     message included): the signature and values the adapter formatted into them. A prompt no
     adapter formatted (a direct `lm("...")`, GEPA's reflection) has no fields."""
-    import dspy
-
     prompt = "\n\n".join(_text(message.get("content")) for message in messages)
     found = ADAPTER_CALLS.find(messages)
     if found is None:
@@ -177,8 +175,6 @@ class ScriptedEngine:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def complete(self, request: Any) -> Any:
-        from dspy import lm15
-
         messages = [{"role": "system", "content": request.system}] if isinstance(request.system, str) else []
         messages += [{"role": message.role, "content": message.text or ""} for message in request.messages]
         call = call_for(messages)
@@ -212,8 +208,6 @@ class _AsyncScriptedEngine:
 
 def scripted_lm(responder: Responder, *, model: str = "scripted/lm") -> Any:
     """A `dspy.LM` answering with `responder`; `lm.engine.calls` lists the calls it received."""
-    import dspy
-
     watch_adapters()
     engine = ScriptedEngine(responder)
     return dspy.LM(model, engine=engine, async_engine=_AsyncScriptedEngine(engine), cache=False)
