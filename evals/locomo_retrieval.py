@@ -34,19 +34,29 @@ def index_conversation(
     speaker: bool = True,
     caption: bool = True,
     infer: bool = False,
+    context: int = 0,
 ) -> int:
     """Add every turn of a conversation, one `add` per session: as raw turn memories, or
-    through the LM write path with infer=True. Returns the number of turns."""
+    through the LM write path with infer=True. Returns the number of turns.
+
+    `context` > 0 is an experiment for context-aware indexing: each turn is stored with up to
+    `context` turns of its session on each side ("speaker: text" lines), so a reply is found
+    by its question's words; hits still name the one turn (metadata dia_id)."""
     count = 0
     for session in conversation.sessions:
+        lines = [f"{turn.speaker}: {turn.content(with_caption=caption)}" for turn in session.turns]
         messages = [
             {
                 "role": "user",
-                "name": turn.speaker if speaker else None,
-                "content": turn.content(with_caption=caption),
+                "name": turn.speaker if speaker and not context else None,
+                "content": (
+                    "\n".join(lines[max(0, index - context) : index + context + 1])
+                    if context
+                    else turn.content(with_caption=caption)
+                ),
                 "metadata": {"dia_id": turn.dia_id, "session": session.index},
             }
-            for turn in session.turns
+            for index, turn in enumerate(session.turns)
         ]
         if messages:
             memory.add(messages, user_id=conversation.sample_id, at=session.date_time, infer=infer)
@@ -121,6 +131,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--db", default=None, help="memory file (default: a temporary file)")
     parser.add_argument("--no-speaker", action="store_true", help="index turn text without the speaker name")
     parser.add_argument("--no-caption", action="store_true", help="do not append image captions")
+    parser.add_argument(
+        "--context",
+        type=int,
+        default=0,
+        help="experiment: store each turn with N turns of its session on each side (default 0)",
+    )
     parser.add_argument("--limit", type=int, default=None, help="only the first N conversations of the split")
     parser.add_argument("--out", default=str(RESULTS_DIR / "locomo_retrieval.json"))
     parser.add_argument("--plot", default=str(RESULTS_DIR / "locomo_retrieval.png"))
@@ -137,7 +153,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"indexing {total:,} turns of {len(conversations)} conversations with {memory.embedder.name}"
             )
             turns = sum(
-                index_conversation(memory, c, speaker=not args.no_speaker, caption=not args.no_caption)
+                index_conversation(
+                    memory, c, speaker=not args.no_speaker, caption=not args.no_caption, context=args.context
+                )
                 for c in progress(conversations, desc="conversations indexed")
             )
             index_seconds = time.perf_counter() - start
@@ -179,6 +197,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "index_seconds": index_seconds,
         "speaker_in_text": not args.no_speaker,
         "caption_in_text": not args.no_caption,
+        "context_turns": args.context,
         "machine": machine(),
         "results": results,
     }

@@ -130,3 +130,23 @@ def test_the_development_split_loads():
     assert [c.sample_id for c in conversations] == ["conv-26", "conv-30", "conv-41", "conv-42", "conv-43"]
     assert sum(len(c.turns) for c in conversations) == 2760
     assert sum(len(c.questions) for c in conversations) == 999
+
+
+def test_context_indexing_stores_each_turn_with_its_session_neighbours(mini_file):
+    from dspy_memory import Memory
+    from dspy_memory.embed import HashEmbedder
+    from evals.locomo_retrieval import index_conversation
+
+    [conversation] = load_locomo(mini_file)
+    with Memory(":memory:", embedder=HashEmbedder(32)) as memory:
+        assert index_conversation(memory, conversation, context=1) == 4
+        stored = {m.metadata["dia_id"]: m.content for m in memory.get_all(user_id="conv-mini")}
+    # Neighbours come from the same session only, speaker-labelled; each memory names one turn.
+    # (In a two-turn session both turns' windows are the same text, stored once: raw turns of
+    # one text and time are one memory.)
+    assert (
+        stored["D2:1"]
+        == "Melanie: I painted a sunrise in 2022.\nCaroline: I am researching adoption agencies."
+    )
+    assert stored["D1:1"].startswith("Caroline: I went to an LGBTQ support group yesterday.\nMelanie: ")
+    assert "sunrise" not in stored["D1:1"] and "D1:2" not in stored
