@@ -41,7 +41,9 @@ def index_conversation(
 
     `context` > 0 is an experiment for context-aware indexing: each turn is stored with up to
     `context` turns of its session on each side ("speaker: text" lines), so a reply is found
-    by its question's words; hits still name the one turn (metadata dia_id)."""
+    by its question's words; hits still name the one turn (metadata dia_id). A session shorter
+    than the window gives its turns one text, stored once (raw turns of one text and time are
+    one memory), so the later turns of it cannot be found."""
     count = 0
     for session in conversation.sessions:
         lines = [f"{turn.speaker}: {turn.content(with_caption=caption)}" for turn in session.turns]
