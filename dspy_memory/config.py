@@ -62,6 +62,13 @@ class RetrievalConfig(BaseModel):
     # the most common query terms stop selecting rows (see store/keyword.py).
     keyword_score_budget: int = Field(1000, ge=1)
     max_query_terms: int = Field(32, ge=1)
+    # Raw turns are keyword-indexed with the text of up to `turn_context` episodes on each side
+    # said within `turn_context_gap_minutes` (a reply is found by its question's words); a term
+    # found there weighs `keyword_context_weight` of one in the turn itself. The window applies
+    # to turns indexed from then on (see docs/retrieval.md).
+    turn_context: int = Field(2, ge=0, le=20)
+    turn_context_gap_minutes: float = Field(60.0, ge=0)
+    keyword_context_weight: float = Field(0.5, ge=0)
 
 
 class WriteConfig(BaseModel):

@@ -28,6 +28,7 @@ from dspy_memory.store.connection import Connections
 from dspy_memory.store.freespace import zero_free_space
 from dspy_memory.store.keyword import KeywordIndex
 from dspy_memory.store.queries import Predicate, not_found, scope_predicate
+from dspy_memory.store.turns import TurnContext
 from dspy_memory.store.vectors import VectorIndex
 from dspy_memory.types import DeleteResult, Scope
 from dspy_memory.util.timeutil import now_db
@@ -44,6 +45,9 @@ REWRITE_SHARE = 0.002
 _CONTENT_KEYS = ("new_content", "old_content", "content")
 
 
+_SECURE_DELETE = "INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', ?)"
+
+
 def _ids(values: Iterable[Any]) -> str:
     return json.dumps(sorted(values))
 
@@ -53,11 +57,18 @@ class Eraser:
     the WAL so erased bytes are gone from the file too."""
 
     def __init__(
-        self, conns: Connections, vectors: VectorIndex, keywords: KeywordIndex, *, path: str
+        self,
+        conns: Connections,
+        vectors: VectorIndex,
+        keywords: KeywordIndex,
+        turn_context: TurnContext,
+        *,
+        path: str,
     ) -> None:
         self._conns = conns
         self._vectors = vectors
         self._keywords = keywords
+        self._turn_context = turn_context
         self._path = path
 
     # -- entry points ----------------------------------------------------------------------
@@ -205,6 +216,12 @@ class Eraser:
         counts["episodes"] = conn.execute(
             "DELETE FROM episodes WHERE id IN (SELECT value FROM json_each(?))", (_ids(episode_ids),)
         ).rowcount
+        # Raw turns next to an erased episode were indexed with its words: rebuilt without them,
+        # with FTS5 'secure-delete' on so the old context leaves the index segments too.
+        conn.execute(_SECURE_DELETE, (1,))
+        counts["contexts_rebuilt"] = self._turn_context.rebuild_after_erasure(
+            conn, [row["row_id"] for row in rows], episode_ids
+        )
         counts["events_erased"] = conn.execute(
             "UPDATE memory_events SET old_content = NULL, new_content = NULL, reason = NULL, metadata = '{}' "
             "WHERE memory_id IN (SELECT value FROM json_each(?))",
@@ -333,12 +350,11 @@ class Eraser:
         if not row_ids:
             return 0
         rewrite = len(row_ids) >= REWRITE_SHARE * total_rows
-        secure = "INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', ?)"
-        conn.execute(secure, (0 if rewrite else 1,))
+        conn.execute(_SECURE_DELETE, (0 if rewrite else 1,))
         deleted = self._keywords.delete(conn, row_ids)
         if rewrite:
             self._keywords.optimize(conn)
-            conn.execute(secure, (1,))
+            conn.execute(_SECURE_DELETE, (1,))
         else:
             self._keywords.clear_cache()
         return deleted

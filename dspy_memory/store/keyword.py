@@ -45,14 +45,14 @@ def query_terms(text: str, *, drop_stopwords: bool = True, max_terms: int = 32) 
 def match_expression(
     terms: list[str], scope_tokens: list[str] | None = None, *, require_all: bool = False
 ) -> str | None:
-    """An FTS5 MATCH string: any (or all) of `terms` in `content`, all of `scope_tokens` in
-    `scope`."""
+    """An FTS5 MATCH string: any (or all) of `terms` in `content` or `context`, all of
+    `scope_tokens` in `scope`."""
     if not terms:
         return None
     # Terms hold only letters and digits; quoting makes FTS5 read keywords such as OR, NOT
     # and NEAR as plain words.
     content = (" AND " if require_all else " OR ").join(f'"{term}"' for term in terms)
-    expression = f"content : ({content})"
+    expression = f"{{content context}} : ({content})"
     if scope_tokens:
         scope = " AND ".join(f'"{token}"' for token in scope_tokens)
         expression = f"scope : ({scope}) AND {expression}"
@@ -87,8 +87,13 @@ class KeywordIndex:
     get a plain OR of all terms.
     """
 
-    def __init__(self, *, score_budget: int = 1000, frequency_cache_size: int = 50_000) -> None:
+    def __init__(
+        self, *, score_budget: int = 1000, context_weight: float = 0.5, frequency_cache_size: int = 50_000
+    ) -> None:
         self.score_budget = score_budget
+        # BM25 weight of a term found in a raw turn's conversation context (store/turns.py)
+        # against one found in the memory's own text (1.0).
+        self.context_weight = context_weight
         self._frequencies_cache: OrderedDict[str, tuple[int, int]] = OrderedDict()
         self._cache_size = frequency_cache_size
         self._lock = threading.Lock()
@@ -96,7 +101,7 @@ class KeywordIndex:
     def insert(self, conn: Any, rows: list[tuple[int, str, str | None, str | None, str | None]]) -> None:
         """rows: (row_id, content, user_id, agent_id, run_id)."""
         conn.executemany(
-            "INSERT INTO memories_fts (rowid, content, scope) VALUES (?, ?, ?)",
+            "INSERT INTO memories_fts (rowid, content, scope, context) VALUES (?, ?, ?, '')",
             [(row_id, content, " ".join(scope_tokens(u, a, r))) for row_id, content, u, a, r in rows],
         )
 
@@ -140,7 +145,7 @@ class KeywordIndex:
             )
             params: list[Any] = []
             for term in missing:
-                params += [f'content : "{term}"', cap + 1]
+                params += [f'{{content context}} : "{term}"', cap + 1]
             fetched = conn.execute(sql, params).fetchone()
             with self._lock:
                 for term, count in zip(missing, fetched):
@@ -213,9 +218,9 @@ class KeywordIndex:
         fetch = n * 2
         while True:
             ranked = conn.execute(
-                "SELECT rowid, bm25(memories_fts, 1.0, 0.0) AS rank FROM memories_fts "
+                "SELECT rowid, bm25(memories_fts, 1.0, 0.0, ?) AS rank FROM memories_fts "
                 "WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?",
-                (match, fetch),
+                (self.context_weight, match, fetch),
             ).fetchall()
             kept = {
                 row[0]: row[1:]

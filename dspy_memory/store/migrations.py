@@ -229,11 +229,34 @@ _V3 = (
 # version back).
 _V4 = ("CREATE INDEX memories_turns ON memories (content_hash, valid_at) WHERE kind = 'turn'",)
 
+# Raw turns are found by their conversation too: the keyword index gets a `context` column (FTS5
+# tables cannot add one, so the index is rebuilt), and `turn_context` records which episodes each
+# context quotes, so erasing an episode rebuilds the contexts that hold its words. The contexts
+# of existing turns are built by the Store right after this migration (store/turns.py).
+_V5 = (
+    """CREATE VIRTUAL TABLE memories_fts_v5 USING fts5(
+        content, scope, context, tokenize = 'porter unicode61 remove_diacritics 2'
+    )""",
+    "INSERT INTO memories_fts_v5 (rowid, content, scope, context) SELECT rowid, content, scope, '' FROM memories_fts",
+    "DROP TABLE memories_fts",
+    "ALTER TABLE memories_fts_v5 RENAME TO memories_fts",
+    # Every change of a row (a context rebuilt as turns arrive, an erasure) removes its old terms
+    # from the index segments at once; otherwise an old context stays there until a merge.
+    "INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', 1)",
+    """CREATE TABLE turn_context (
+        row_id INTEGER NOT NULL,
+        episode_id TEXT NOT NULL,
+        PRIMARY KEY (row_id, episode_id)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX turn_context_episode ON turn_context (episode_id)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "write path: superseded_by, episode intent, write runs", _V2),
     Migration(3, "episode claims; four-digit years", _V3),
     Migration(4, "raw turns by text and time", _V4),
+    Migration(5, "raw turns indexed with their conversation context", _V5),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -35,7 +35,7 @@ from dspy_memory.store.queries import (
     time_predicate,
 )
 from dspy_memory.store.runs import WriteRunLog
-from dspy_memory.store.turns import RawTurns
+from dspy_memory.store.turns import RawTurns, TurnContext
 from dspy_memory.store.vectors import NO_USER, VectorIndex
 from dspy_memory.store.writes import MemoryWrites
 from dspy_memory.types import AuditReport, Event, MemoryRecord, Provenance, Scope
@@ -107,6 +107,9 @@ class Store(MemoryWrites):
         vector_cache_min_rows: int = 2048,
         vector_cache_max_rows: int = 4_000_000,
         keyword_score_budget: int = 1000,
+        keyword_context_weight: float = 0.5,
+        turn_context: int = 2,
+        turn_context_gap_minutes: float = 60.0,
     ) -> None:
         path = os.fspath(path)
         if path != ":memory:" and not path.startswith("file:"):
@@ -115,17 +118,23 @@ class Store(MemoryWrites):
         drivers = resolve_driver(driver)
         self._conns = Connections(path, drivers, busy_timeout_ms=busy_timeout_ms)
         self.vectors = VectorIndex(cache_min_rows=vector_cache_min_rows, cache_max_rows=vector_cache_max_rows)
-        self.keywords = keyword.KeywordIndex(score_budget=keyword_score_budget)
+        self.keywords = keyword.KeywordIndex(
+            score_budget=keyword_score_budget, context_weight=keyword_context_weight
+        )
         self.episodes = EpisodeLog(self._conns)
-        self.erase = Eraser(self._conns, self.vectors, self.keywords, path=path)
+        self.turn_context = TurnContext(window=turn_context, gap_minutes=turn_context_gap_minutes)
+        self.erase = Eraser(self._conns, self.vectors, self.keywords, self.turn_context, path=path)
         self.graph = EntityGraph(self._conns)
         self.runs = WriteRunLog(self._conns)
         self.turns = RawTurns(self._conns)
         self.blocks = BlockStore(self._conns)
         try:
             with self._conns.read() as conn:
-                migrate(conn)
+                applied = migrate(conn)
                 bound = self._meta(conn, "embedder_dim")
+            if 5 in applied:
+                with self._conns.transaction() as conn:
+                    self.turn_context.rebuild_all(conn)
         except drivers.DatabaseError as exc:
             self._conns.close()
             raise _file_error(path, exc) from None
@@ -284,6 +293,12 @@ class Store(MemoryWrites):
                 predicate.params,
             ).fetchall()
         return [from_row(Event, row) for row in rows]
+
+    def refresh_turn_context(self, episode_ids: Sequence[str]) -> int:
+        """Index the raw turns of new episodes, and the turns around them, with their
+        conversation context (see store/turns.py). Joins the caller's transaction."""
+        with self._conns.transaction() as conn:
+            return self.turn_context.refresh(conn, episode_ids)
 
     # -- search --------------------------------------------------------------------------------
 

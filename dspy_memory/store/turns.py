@@ -1,13 +1,17 @@
-"""Raw turns by text and time: the same text said in the same scope at the same time is one
-memory. Joins the caller's write transaction."""
+"""Raw turns by text and time (the same text said in the same scope at the same time is one
+memory), and the conversation context each raw turn is found by. Joins the caller's write
+transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
 
 from dspy_memory.store.connection import Connections
 from dspy_memory.types import Scope
-from dspy_memory.util.timeutil import now_db
+from dspy_memory.util.timeutil import format_db, from_db, now_db
 
 
 class RawTurns:
@@ -46,3 +50,132 @@ class RawTurns:
                 "last_accessed_at = max(ifnull(last_accessed_at, ''), ?) WHERE row_id = ?",
                 (len(episode_ids), at, row_id),
             )
+
+
+def _shifted(moment: datetime, delta: timedelta) -> str:
+    """`moment` + `delta` in the stored format, held at the first or last representable time
+    (a turn may be dated year 1 or 9999)."""
+    try:
+        return format_db(moment + delta)
+    except OverflowError:
+        return format_db(datetime.min if delta < timedelta(0) else datetime.max)
+
+
+class TurnContext:
+    """The keyword-index `context` of raw turns: the text of up to `window` episodes on each
+    side of the turn's episode, in the same exact scope, said within `gap_minutes` of it.
+
+    A reply often answers only together with its question ("Yes, last Tuesday"); with its
+    neighbours' words in a separate, lower-weighted FTS column it is found by the question's
+    words while a hit still names one turn. The memory's content and vector stay the turn's own
+    (measured on LoCoMo: a window in the vector changed dense recall by 0.005).
+
+    The episodes each context was built from are recorded in `turn_context`, so erasing one
+    rebuilds the contexts that quoted it (`rebuild_after_erasure`).
+    """
+
+    def __init__(self, *, window: int, gap_minutes: float) -> None:
+        self.window = window
+        self.gap = timedelta(minutes=gap_minutes)
+
+    def rebuild(self, conn: Any, row_ids: Iterable[int]) -> int:
+        """Build the context of these rows (current raw turns; others are skipped) from the
+        episodes around their first source episode. Returns how many rows were updated."""
+        wanted = sorted(set(row_ids))
+        if not wanted:
+            return 0
+        anchors = conn.execute(
+            "SELECT m.row_id, e.rowid AS episode_row, e.user_id, e.agent_id, e.run_id, e.occurred_at "
+            "FROM memories m JOIN memory_sources s ON s.memory_id = m.id "
+            "JOIN episodes e ON e.id = s.episode_id "
+            "WHERE m.row_id IN (SELECT value FROM json_each(?)) AND m.kind = 'turn' "
+            "AND m.expired_at IS NULL ORDER BY m.row_id, e.rowid",
+            (json.dumps(wanted),),
+        ).fetchall()
+        first: dict[int, Any] = {}
+        for anchor in anchors:
+            first.setdefault(anchor["row_id"], anchor)
+        conn.execute(
+            "DELETE FROM turn_context WHERE row_id IN (SELECT value FROM json_each(?))", (json.dumps(wanted),)
+        )
+        for row_id in wanted:
+            anchor = first.get(row_id)
+            neighbours = self._neighbours(conn, anchor) if anchor is not None and self.window else []
+            text = "\n".join(
+                f"{row['name']}: {row['content']}" if row["name"] else row["content"] for row in neighbours
+            )
+            conn.execute("UPDATE memories_fts SET context = ? WHERE rowid = ?", (text, row_id))
+            conn.executemany(
+                "INSERT OR IGNORE INTO turn_context (row_id, episode_id) VALUES (?, ?)",
+                [(row_id, row["id"]) for row in neighbours],
+            )
+        return len(wanted)
+
+    def _neighbours(self, conn: Any, anchor: Any) -> list[Any]:
+        """The episodes around `anchor` in (occurred_at, rowid) order, oldest first."""
+        at = from_db(anchor["occurred_at"])
+        assert at is not None
+        earliest, latest = _shifted(at, -self.gap), _shifted(at, self.gap)
+        scope = (anchor["user_id"], anchor["agent_id"], anchor["run_id"])
+        same_scope = "user_id IS ? AND agent_id IS ? AND run_id IS ?"
+        key = (anchor["occurred_at"], anchor["episode_row"])
+        before = conn.execute(
+            f"SELECT rowid, id, name, content FROM episodes WHERE {same_scope} "
+            "AND (occurred_at, rowid) < (?, ?) AND occurred_at >= ? "
+            "ORDER BY occurred_at DESC, rowid DESC LIMIT ?",
+            (*scope, *key, earliest, self.window),
+        ).fetchall()
+        after = conn.execute(
+            f"SELECT rowid, id, name, content FROM episodes WHERE {same_scope} "
+            "AND (occurred_at, rowid) > (?, ?) AND occurred_at <= ? "
+            "ORDER BY occurred_at, rowid LIMIT ?",
+            (*scope, *key, latest, self.window),
+        ).fetchall()
+        return [row for row in (*reversed(before), *after) if row["content"].strip()]
+
+    def refresh(self, conn: Any, episode_ids: Sequence[str]) -> int:
+        """Rebuild the context of the raw turns of these (new) episodes and of the turns up to
+        `window` places on either side of each, whose context now includes them."""
+        episodes = conn.execute(
+            "SELECT id, rowid AS episode_row, user_id, agent_id, run_id, occurred_at FROM episodes "
+            "WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(episode_ids)),),
+        ).fetchall()
+        ids = {episode["id"] for episode in episodes}
+        if self.window:
+            for episode in episodes:
+                ids.update(row["id"] for row in self._neighbours(conn, episode))
+        rows = conn.execute(
+            "SELECT DISTINCT m.row_id FROM memory_sources s JOIN memories m ON m.id = s.memory_id "
+            "WHERE s.episode_id IN (SELECT value FROM json_each(?)) AND m.kind = 'turn' "
+            "AND m.expired_at IS NULL",
+            (json.dumps(sorted(ids)),),
+        )
+        return self.rebuild(conn, [row[0] for row in rows])
+
+    def rebuild_after_erasure(
+        self, conn: Any, erased_rows: Sequence[int], erased_episodes: Iterable[str]
+    ) -> int:
+        """Drop the links of erased rows and rebuild every context that quoted an erased
+        episode (call after the episodes are deleted; the FTS 'secure-delete' option must be on
+        so the old context leaves the index segments)."""
+        conn.execute(
+            "DELETE FROM turn_context WHERE row_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(erased_rows)),),
+        )
+        quoting = [
+            row[0]
+            for row in conn.execute(
+                "SELECT DISTINCT row_id FROM turn_context WHERE episode_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(sorted(erased_episodes)),),
+            )
+        ]
+        return self.rebuild(conn, quoting)
+
+    def rebuild_all(self, conn: Any) -> int:
+        """Build the context of every current raw turn (a schema upgrade, a changed window)."""
+        rows = [
+            row[0]
+            for row in conn.execute("SELECT row_id FROM memories WHERE kind = 'turn' AND expired_at IS NULL")
+        ]
+        return self.rebuild(conn, rows)
