@@ -3,6 +3,7 @@ evidence turns come back.
 
     python -m evals.locomo download              # once: data/locomo10.json, checked
     python -m evals.locomo_retrieval --data data/locomo10.json   # the development split
+    python -m evals.locomo_retrieval --data data/locomo10.json --sweep   # tune the read path
 
 Each conversation gets its own scope (user_id = sample id); every turn is one raw `turn` memory
 (speaker name + text + image caption), dated with its session's date. For each category 1-4
@@ -13,6 +14,7 @@ question's evidence turns among the top k hits, averaged over questions.
 from __future__ import annotations
 
 import argparse
+import itertools
 import tempfile
 import time
 from collections import defaultdict
@@ -20,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from dspy_memory import Memory
+from dspy_memory.config import RetrievalConfig
+from dspy_memory.embed import make_embedder
 from evals.locomo import CATEGORY_NAMES, Conversation, add_data_arguments, conversations_from_args
 from evals.metrics import ndcg_at_k, recall_at_k
 from evals.report import RESULTS_DIR, bar_chart, machine, percentile, progress, stage, table, write_json
@@ -73,13 +77,14 @@ def evaluate(
     *,
     categories: tuple[int, ...] = (1, 2, 3, 4),
     ks: tuple[int, ...] = KS,
+    fresh_embeddings: bool = True,
 ) -> dict[str, Any]:
     """Evidence recall@k per recipe, overall and per category, plus search latency."""
     results: dict[str, Any] = {}
     for recipe in recipes:
         # Each recipe pays for its own query embeddings, so latencies compare fairly.
         clear = getattr(memory.embedder, "clear_cache", None)
-        if clear is not None:
+        if clear is not None and fresh_embeddings:
             clear()
         recalls: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
         ndcgs: dict[str, list[float]] = defaultdict(list)
@@ -123,6 +128,81 @@ def evaluate(
     return results
 
 
+# The sweep's grid, tried on the development split only. `turn_context` is fixed when turns are
+# indexed (one index per value); the others are read-time settings of the same index.
+SWEEP_INDEX = {"turn_context": [0, 1, 2, 3]}
+SWEEP_READ = {
+    "keyword_context_weight": [0.25, 0.5, 1.0],
+    "rrf_k": [5.0, 10.0, 30.0],
+    "dense_weight": [0.5, 0.7, 1.0],
+}
+
+
+def sweep(args: argparse.Namespace, conversations: list[Conversation]) -> dict[str, Any]:
+    """Hybrid R@10 for every point of the grid; prints the best settings and the defaults'."""
+    embedder = make_embedder(args.embedder)
+    points: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for turn_context in SWEEP_INDEX["turn_context"]:
+            db = str(Path(tmp) / f"turn_context_{turn_context}.db")
+            stage(f"indexing with turn_context={turn_context}")
+            with Memory(db, embedder=embedder, retrieval={"turn_context": turn_context}) as memory:
+                for conversation in conversations:
+                    index_conversation(memory, conversation)
+            # Without a context, its weight changes nothing: one value is enough.
+            weights = SWEEP_READ["keyword_context_weight"] if turn_context else [1.0]
+            grid = list(itertools.product(weights, SWEEP_READ["rrf_k"], SWEEP_READ["dense_weight"]))
+            for weight, rrf_k, dense_weight in progress(grid, desc=f"turn_context={turn_context}"):
+                read = {"keyword_context_weight": weight, "rrf_k": rrf_k, "dense_weight": dense_weight}
+                with Memory(
+                    db, embedder=embedder, retrieval={"turn_context": turn_context, **read}
+                ) as memory:
+                    result = evaluate(memory, conversations, ["hybrid"], fresh_embeddings=False)["hybrid"]
+                points.append(
+                    {
+                        "turn_context": turn_context,
+                        **read,
+                        "R@10": result["recall"]["overall"]["R@10"],
+                        "nDCG@10": result["ndcg@10"]["overall"],
+                        **{
+                            CATEGORY_NAMES[c]: result["recall"][CATEGORY_NAMES[c]]["R@10"]
+                            for c in (1, 2, 3, 4)
+                            if CATEGORY_NAMES[c] in result["recall"]
+                        },
+                    }
+                )
+    points.sort(key=lambda point: (point["R@10"], point["nDCG@10"]), reverse=True)
+    columns = [*SWEEP_INDEX, *SWEEP_READ, "R@10", "nDCG@10", *(CATEGORY_NAMES[c] for c in (1, 2, 3, 4))]
+    print(f"LoCoMo hybrid recall@10 over the grid ({len(points)} settings), best first:\n")
+    print(table(columns, [[point.get(column, "") for column in columns] for point in points[:15]]))
+    defaults = RetrievalConfig()
+    default = {name: getattr(defaults, name) for name in (*SWEEP_INDEX, *SWEEP_READ)}
+    matching = [point for point in points if all(point[name] == value for name, value in default.items())]
+    if matching:
+        rank = points.index(matching[0]) + 1
+        print(f"\nthe defaults {default}: R@10 {matching[0]['R@10']:.3f}, rank {rank} of {len(points)}")
+    report = {
+        "data": str(args.data),
+        "embedder": embedder.name,
+        "machine": machine(),
+        "defaults": default,
+        "points": points,
+    }
+    write_json(args.out, report)
+    best = {}
+    for point in points:
+        best.setdefault(point["turn_context"], point["R@10"])
+    bar_chart(
+        args.plot,
+        [f"turn_context={value}" for value in best],
+        {"best R@10": list(best.values())},
+        title="LoCoMo hybrid recall@10: best read settings per context window",
+        ylabel="recall@10",
+    )
+    print(f"\nwrote {args.out} and {args.plot}")
+    return report
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -140,11 +220,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="experiment: store each turn with N turns of its session on each side (default 0)",
     )
     parser.add_argument("--limit", type=int, default=None, help="only the first N conversations of the split")
-    parser.add_argument("--out", default=str(RESULTS_DIR / "locomo_retrieval.json"))
-    parser.add_argument("--plot", default=str(RESULTS_DIR / "locomo_retrieval.png"))
+    parser.add_argument(
+        "--sweep", action="store_true", help="try the grid of read settings (hybrid only; tune on dev only)"
+    )
+    parser.add_argument("--out", default=None, help="JSON report (default: evals/results/...)")
+    parser.add_argument("--plot", default=None, help="plot (default: evals/results/...)")
     args = parser.parse_args(argv)
+    name = "locomo_retrieval_sweep" if args.sweep else "locomo_retrieval"
+    args.out = args.out or str(RESULTS_DIR / f"{name}.json")
+    args.plot = args.plot or str(RESULTS_DIR / f"{name}.png")
 
     conversations = conversations_from_args(args)[: args.limit]
+    if args.sweep:
+        return sweep(args, conversations)
     recipes = [name.strip() for name in args.recipes.split(",") if name.strip()]
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or str(Path(tmp) / "locomo.db")
