@@ -132,21 +132,56 @@ def test_the_development_split_loads():
     assert sum(len(c.questions) for c in conversations) == 999
 
 
-def test_context_indexing_stores_each_turn_with_its_session_neighbours(mini_file):
+def test_observation_mode_stores_the_authors_facts_through_the_write_path(tmp_path, capsys):
+    """--facts observation: each observation becomes a fact memory written by the write path
+    (subject entity, date, provenance by word overlap); a fact hit counts for its source turns."""
     from dspy_memory import Memory
-    from dspy_memory.embed import HashEmbedder
-    from evals.locomo_retrieval import index_conversation
 
-    [conversation] = load_locomo(mini_file)
-    with Memory(":memory:", embedder=HashEmbedder(32)) as memory:
-        assert index_conversation(memory, conversation, context=1) == 4
-        stored = {m.metadata["dia_id"]: m.content for m in memory.get_all(user_id="conv-mini")}
-    # Neighbours come from the same session only, speaker-labelled; each memory names one turn.
-    # (In a two-turn session both turns' windows are the same text, stored once: raw turns of
-    # one text and time are one memory.)
-    assert (
-        stored["D2:1"]
-        == "Melanie: I painted a sunrise in 2022.\nCaroline: I am researching adoption agencies."
+    data = json.loads(json.dumps(MINI))
+    data[0]["observation"] = {
+        "session_1_observation": {
+            "Caroline": [["Caroline went to an LGBTQ support group on 7 May 2023.", "D1:1"]],
+            "Melanie": [
+                ["Melanie shared a photo of a sunset over a lake.", "D1:2"],
+                ["An observation whose evidence is not a turn of its session.", "D2:1"],
+            ],
+        },
+        "session_2_observation": {
+            "Melanie": [["Melanie painted a sunrise in 2022.", "D02:01"]],
+            "Caroline": [["Caroline is researching adoption agencies.", ["D2:2"]], ["", "D2:2"], "junk"],
+        },
+    }
+    path = tmp_path / "mini.json"
+    path.write_text(json.dumps(data))
+    db = str(tmp_path / "facts.db")
+    report = main(
+        [
+            "--data",
+            str(path),
+            "--embedder",
+            "test",
+            "--facts",
+            "observation",
+            "--db",
+            db,
+            "--recipes",
+            "keyword",
+        ]
+        + ["--out", str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.png")]
     )
-    assert stored["D1:1"].startswith("Caroline: I went to an LGBTQ support group yesterday.\nMelanie: ")
-    assert "sunrise" not in stored["D1:1"] and "D1:2" not in stored
+    assert report["memories"] == 4 and report["observation_facts_given"] == 4
+    assert "stored as 4 observation facts" in capsys.readouterr().out
+    with Memory(db, embedder="test") as memory:
+        facts = {m.content: m for m in memory.get_all(user_id="conv-mini")}
+        assert {m.kind for m in facts.values()} == {"fact"}
+        fact = facts["Caroline is researching adoption agencies."]
+        assert fact.valid_at.date().isoformat() == "2023-06-09"
+        [hit] = memory.search("adoption agencies", user_id="conv-mini", k=1, recipe="keyword")
+        assert [p.metadata["dia_id"] for p in hit.provenance] == ["D2:2"]
+        edges = memory.graph("Melanie", user_id="conv-mini").edges
+        assert sorted(edge.content for edge in edges) == [
+            "Melanie painted a sunrise in 2022.",
+            "Melanie shared a photo of a sunset over a lake.",
+        ]
+    # "What is Caroline researching?" is answered by the fact, which stands for turn D2:2.
+    assert report["results"]["keyword"]["recall"]["single-hop"]["R@5"] == 1.0
