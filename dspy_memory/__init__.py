@@ -27,6 +27,7 @@ from dspy_memory.errors import (
     WriteConflictError,
     WriteProgramError,
 )
+from dspy_memory.graph import GraphLink, MemoryGraph
 from dspy_memory.memory import Memory
 from dspy_memory.ops import AppliedOp, Fact, Op, Rejection
 from dspy_memory.read.retrieval import RECIPES, Recipe
@@ -38,7 +39,6 @@ from dspy_memory.types import (
     ContextItem,
     DeleteResult,
     Entity,
-    EntityEdges,
     Episode,
     Event,
     Hit,
@@ -78,7 +78,8 @@ __all__ = [
     "EmbedderMismatchError",
     "EmbeddingError",
     "Entity",
-    "EntityEdges",
+    "MemoryGraph",
+    "GraphLink",
     "Episode",
     "Event",
     "ExtensionLoadError",

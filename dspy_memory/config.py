@@ -67,6 +67,16 @@ class RetrievalConfig(BaseModel):
     # found there weighs `keyword_context_weight` of one in the turn itself. The window applies
     # to turns indexed from then on (see docs/retrieval.md).
     turn_context: int = Field(2, ge=0, le=20)
+    # Graph expansion (recipe "graph"; in "hybrid" too when graph_in_hybrid): memories sharing an
+    # entity (as subject or object) with the top `graph_seeds` hits gain up to `graph_weight`;
+    # entities named by more than `graph_max_share` of a scope's memories link everything and
+    # are skipped; at most `graph_per_entity` memories per entity; `graph_depth` hops.
+    graph_in_hybrid: bool = False
+    graph_weight: float = Field(0.3, ge=0, le=1)
+    graph_seeds: int = Field(5, ge=1)
+    graph_depth: int = Field(1, ge=1, le=2)
+    graph_max_share: float = Field(0.05, gt=0, le=1)
+    graph_per_entity: int = Field(20, ge=1)
     turn_context_gap_minutes: float = Field(60.0, ge=0)
     keyword_context_weight: float = Field(0.5, ge=0)
 

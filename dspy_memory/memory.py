@@ -13,6 +13,8 @@ from typing_extensions import Unpack
 
 from dspy_memory.agent.profile import ProfileUpdate
 from dspy_memory.config import MemoryConfig
+from dspy_memory.errors import InvalidInputError
+from dspy_memory.graph import MemoryGraph
 from dspy_memory.parts import build_parts, config_with
 from dspy_memory.read.retrieval import Recipe
 from dspy_memory.scopes import OwnerArgs, ScopeArgs, ScopeRules
@@ -23,7 +25,6 @@ from dspy_memory.types import (
     AuditReport,
     Context,
     DeleteResult,
-    EntityEdges,
     Episode,
     Event,
     Hit,
@@ -31,7 +32,7 @@ from dspy_memory.types import (
     Scope,
 )
 from dspy_memory.util.lm import lm_for, resolve_lm
-from dspy_memory.util.text import SINGLE_VALUED_PREDICATES, valid_text
+from dspy_memory.util.text import SINGLE_VALUED_PREDICATES, check_count, check_id, valid_text
 from dspy_memory.util.timeutil import TimeLike
 from dspy_memory.write.inputs import MessagesInput
 
@@ -220,11 +221,31 @@ class Memory:
         return self.store.graph.timeline(where, view, subject=subject, predicate=predicate)
 
     def graph(
-        self, entity: str, *, known_at: TimeLike | None = None, **scope: Unpack[ScopeArgs]
-    ) -> EntityEdges:
-        """An entity's edges: memories with it as subject or object, current and past, dated."""
+        self,
+        entity: str | None = None,
+        *,
+        memory_id: str | None = None,
+        depth: int = 1,
+        limit: int = 500,
+        known_at: TimeLike | None = None,
+        **scope: Unpack[ScopeArgs],
+    ) -> MemoryGraph:
+        """The memory graph around an entity (by name), around a memory (`memory_id`: its
+        entities), or of the whole scope (neither): entities, the memories about them (current
+        and past, dated) and their links, `depth` hops out. Export with `.to_json()`,
+        `.to_dot()`, `.to_networkx()` or `.draw("graph.png")`."""
+        if entity is not None and memory_id is not None:
+            raise InvalidInputError("graph() takes an entity or a memory_id, not both")
+        if entity is not None:
+            valid_text(entity, "entity")
+        if memory_id is not None:
+            check_id(memory_id, "memory_id")
+        check_count(depth, "depth", low=1, high=3)
+        check_count(limit, "limit", low=1)
         where, view = self._scope("graph", scope), TimeView.at(known_at=known_at)
-        return self.store.graph.neighbourhood(valid_text(entity, "entity"), where, view)
+        return self.store.graph.subgraph(
+            where, view, entity=entity, memory_id=memory_id, depth=depth, limit=limit
+        )
 
     def context(
         self,

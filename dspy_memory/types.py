@@ -152,6 +152,8 @@ class ScoreDetails(BaseModel):
     keyword_rank: int | None = None
     keyword_score: float | None = None
     fused: float = 0.0
+    # Graph expansion: 0 to 1, from sharing entities with the top hits (recipe "graph").
+    graph: float = 0.0
     recency: float = 0.0
     importance: float = 0.0
     strength: float = 0.0
@@ -256,15 +258,6 @@ class Entity(BaseModel):
     agent_id: str | None = None
     run_id: str | None = None
     created_at: datetime
-
-
-class EntityEdges(BaseModel):
-    """An entity's edges: memories in which it is the subject or the object, current and past,
-    in world-time order."""
-
-    entity: str
-    entities: list[Entity]
-    edges: list[MemoryRecord]
 
 
 WriteMode = Literal["raw", "fused", "two_step", "compact"]

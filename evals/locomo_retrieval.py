@@ -15,7 +15,8 @@ session and speaker, `observation` facts written by the dataset's authors with t
 from. The sessions go through the LM write path with a scripted LM that answers, for the turns it
 is shown, the observations of those turns (subject: the speaker; valid at: the session's date),
 so the memories are what a good extractor would write, stored the way the write path stores them
-(entities, dates, provenance picked by word overlap). A fact hit counts for the evidence turns
+(entities, dates, provenance picked by word overlap). The object of a fact is the first other
+name in it (a capitalised word not starting a sentence), the entity graph expansion follows. A fact hit counts for the evidence turns
 of its provenance; recall@k is the share of evidence turns covered by the top k facts.
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import re
 import tempfile
 import time
 from collections import defaultdict
@@ -73,6 +75,20 @@ def index_conversation(
     return count
 
 
+# A capitalised word (or a run of them) that does not start a sentence: a name, as an extractor
+# would make it a fact's object ("... an LGBTQ support group" -> LGBTQ).
+_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)")
+
+
+def other_name(text: str, subject: str) -> str | None:
+    """The first name in `text` other than the subject's (possessives trimmed), if any."""
+    for match in _NAME.finditer(text):
+        name = re.sub(r"'s$", "", match.group(1))
+        if name.casefold() != subject.casefold() and name not in ("I", "I'm"):
+            return name
+    return None
+
+
 def observation_facts(conversation: Conversation) -> dict[str, list[dict[str, Any]]]:
     """{turn text: the observation facts LoCoMo's authors wrote from that turn}, as fact dicts
     the write program would answer (subject: the speaker, valid_at: the session's date).
@@ -88,10 +104,12 @@ def observation_facts(conversation: Conversation) -> dict[str, list[dict[str, An
                 turns = [by_id[dia_id] for dia_id in normalize_dia_ids(item[1]) if dia_id in by_id]
                 if not turns:
                     continue
+                content = str(item[0]).strip()
                 fact = {
-                    "content": str(item[0]).strip(),
+                    "content": content,
                     "kind": "fact",
                     "subject": speaker,
+                    "object": other_name(content, speaker),
                     "valid_at": session.date_time.date().isoformat(),
                 }
                 facts[turns[0].content()].append(fact)

@@ -178,7 +178,7 @@ def test_observation_mode_stores_the_authors_facts_through_the_write_path(tmp_pa
         assert fact.valid_at.date().isoformat() == "2023-06-09"
         [hit] = memory.search("adoption agencies", user_id="conv-mini", k=1, recipe="keyword")
         assert [p.metadata["dia_id"] for p in hit.provenance] == ["D2:2"]
-        edges = memory.graph("Melanie", user_id="conv-mini").edges
+        edges = memory.graph("Melanie", user_id="conv-mini").memories
         assert sorted(edge.content for edge in edges) == [
             "Melanie painted a sunrise in 2022.",
             "Melanie shared a photo of a sunset over a lake.",

@@ -81,14 +81,14 @@ def test_history_shows_both_transitions(homes):
 
 def test_graph_lists_current_and_past_edges_with_dates(homes):
     graph = homes.graph("ADA", user_id="ada")
-    assert [entity.name for entity in graph.entities] == ["Ada"]
-    assert [(edge.predicate, edge.object, edge.valid_at.date().isoformat()) for edge in graph.edges] == [
+    assert sorted(entity.name for entity in graph.entities) == ["Ada", "Austin", "Boston", "Denver"]
+    assert [(edge.predicate, edge.object, edge.valid_at.date().isoformat()) for edge in graph.memories] == [
         ("lives_in", "Boston", "2024-01-10"),
         ("lives_in", "Denver", "2024-03-08"),
         ("lives_in", "Austin", "2024-09-01"),
     ]
-    assert homes.graph("Austin", user_id="ada").edges[0].subject == "Ada"
-    assert homes.graph("Nobody", user_id="ada").edges == []
+    assert homes.graph("Austin", user_id="ada").memories[0].subject == "Ada"
+    assert homes.graph("Nobody", user_id="ada").memories == []
 
 
 def test_known_at_answers_what_was_believed_before_the_last_move(homes):

@@ -1,7 +1,9 @@
-"""Read path: dense + keyword candidates -> reciprocal-rank fusion -> rescoring -> Hits.
+"""Read path: dense + keyword candidates -> reciprocal-rank fusion -> rescoring -> graph
+expansion -> Hits.
 
 Candidates are filtered in SQL (scope, time, kinds, metadata) before fusion, so a filter never
-empties a result that had matches further down. Named recipes choose the sources.
+empties a result that had matches further down; graph expansion follows entity links under the
+same filter. Named recipes choose the sources.
 """
 
 from __future__ import annotations
@@ -38,11 +40,16 @@ class Recipe:
     name: str
     dense: bool = True
     keyword: bool = True
+    # Graph expansion of the top hits: always, never, or None: as RetrievalConfig.graph_in_hybrid.
+    graph: bool | None = False
     description: str = ""
 
 
 RECIPES: dict[str, Recipe] = {
-    "hybrid": Recipe("hybrid", description="dense + BM25, reciprocal-rank fusion (default)"),
+    "hybrid": Recipe("hybrid", graph=None, description="dense + BM25, reciprocal-rank fusion (default)"),
+    "graph": Recipe(
+        "graph", graph=True, description="hybrid, then memories sharing an entity with the top hits"
+    ),
     "dense": Recipe("dense", keyword=False, description="embedding similarity only"),
     "keyword": Recipe("keyword", dense=False, description="FTS5 BM25 only"),
 }
@@ -204,9 +211,10 @@ class Retriever:
             dense, keyword = dense_source(), keyword_source()
         details = self._fuse(dense, keyword, chosen)
         candidates = {candidate.row_id: candidate for candidate in (*dense, *keyword)}
-        ranked = self._rescore(details, candidates)
-        ranked.sort(key=lambda pair: pair[1]["final"], reverse=True)
-        ranked = ranked[:k]
+        self._rescore(details, candidates)
+        if chosen.graph or (chosen.graph is None and config.graph_in_hybrid):
+            self._expand(details, candidates, scope, predicate, view)
+        ranked = sorted(details.items(), key=lambda pair: pair[1]["final"], reverse=True)[:k]
         found = self.store.records_with_provenance([row_id for row_id, _ in ranked], view)
         ranked = [(row_id, detail) for row_id, detail in ranked if row_id in found]
         if self.track_access and count_access and ranked:
@@ -261,11 +269,61 @@ class Retriever:
             detail["fused"] = fused / total
         return details
 
+    def _expand(
+        self,
+        details: dict[int, dict[str, Any]],
+        candidates: dict[int, Candidate],
+        scope: Scope,
+        predicate: Any,
+        view: TimeView,
+    ) -> None:
+        """Graph expansion: memories sharing an entity (subject or object) with the top
+        `graph_seeds` hits gain graph_weight * (seed's score relative to the best hit) * (the
+        entity's weight, its rarity in the scope), summed over links and capped at 1; a second
+        hop (graph_depth 2) starts from what the first reached, at half the gain. Memories no
+        source found enter with a fused score of 0. Ranks by `final`, in place."""
+        config = self.config
+        seeds = sorted(details.items(), key=lambda pair: pair[1]["final"], reverse=True)[: config.graph_seeds]
+        best = seeds[0][1]["final"] if seeds else 0.0
+        if best <= 0:
+            return
+        frontier = {row_id: detail["final"] / best for row_id, detail in seeds}
+        reached_before = set(frontier)
+        for hop in range(config.graph_depth):
+            gains: dict[int, float] = {}
+            for seed, weight, candidate in self.store.graph_search(
+                list(frontier),
+                scope,
+                predicate,
+                max_share=config.graph_max_share,
+                per_entity=config.graph_per_entity,
+                reference=view.as_of,
+            ):
+                gains[candidate.row_id] = (
+                    gains.get(candidate.row_id, 0.0) + frontier[seed] * weight * 0.5**hop
+                )
+                if candidate.row_id not in details:
+                    details[candidate.row_id] = {"fused": 0.0}
+                    candidates[candidate.row_id] = candidate
+                    self._rescore({candidate.row_id: details[candidate.row_id]}, candidates)
+            for row_id, gain in gains.items():
+                detail = details[row_id]
+                before = detail.get("graph", 0.0)
+                detail["graph"] = min(1.0, before + gain)
+                detail["final"] += config.graph_weight * (detail["graph"] - before)
+            frontier = {
+                row_id: min(1.0, gain) for row_id, gain in gains.items() if row_id not in reached_before
+            }
+            reached_before |= set(frontier)
+            if not frontier:
+                break
+
     def _rescore(
         self,
         details: dict[int, dict[str, Any]],
         candidates: dict[int, Candidate],
-    ) -> list[tuple[int, dict[str, Any]]]:
+    ) -> None:
+        """`final` of each detail from its fused score and the memory's signals, in place."""
         config = self.config
         base = max(0.0, 1.0 - config.recency_weight - config.importance_weight - config.strength_weight)
         for row_id, detail in details.items():
@@ -279,4 +337,3 @@ class Retriever:
                 + config.importance_weight * detail["importance"]
                 + config.strength_weight * detail["strength"]
             )
-        return list(details.items())

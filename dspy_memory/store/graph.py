@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 import json
+import math
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from dspy_memory.errors import InvalidInputError
+from dspy_memory.graph import GraphLink, MemoryGraph
 from dspy_memory.store.connection import Connections
 from dspy_memory.store.queries import (
+    CANDIDATES_FROM,
     MEMORY_COLUMNS,
     MEMORY_FROM,
+    SIGNAL_COLUMNS,
+    Candidate,
     Predicate,
     TimeView,
     from_row,
     record_from_row,
     scope_predicate,
 )
-from dspy_memory.types import Entity, EntityEdges, MemoryRecord, Scope
+from dspy_memory.types import Entity, MemoryRecord, Scope
 from dspy_memory.util.text import normalize_name, normalize_predicate, valid_text
 from dspy_memory.util.timeutil import now_db
 
@@ -102,12 +107,95 @@ class EntityGraph:
             where.add("m.predicate = ?", normalize_predicate(predicate))
         return self._records(where, view)
 
-    def neighbourhood(self, entity: str, scope: Scope, view: TimeView) -> EntityEdges:
-        """The entities named `entity` in a scope and the memories linking them."""
-        entities = self.entities(entity, scope)
-        return EntityEdges(
-            entity=entity, entities=entities, edges=self.edges([e.id for e in entities], scope, view)
+    def subgraph(
+        self,
+        scope: Scope,
+        view: TimeView,
+        *,
+        entity: str | None = None,
+        memory_id: str | None = None,
+        depth: int = 1,
+        limit: int = 500,
+    ) -> MemoryGraph:
+        """The graph around an entity (by name), around a memory (its entities), or of the whole
+        scope: the memories about those entities (current and past versions as believed at
+        `known_at`), then, for `depth` > 1, the memories about the other entities those name.
+        At most `limit` memories, in world-time order; each memory once, in the version believed at
+        `known_at`."""
+        memories = _latest_versions(scope_predicate(Predicate(), scope), view)
+        entities = scope_predicate(Predicate(), scope, "e")
+        rows: dict[int, Any] = {}
+        with self._conns.read() as conn:
+            if entity is not None:
+                entities.add("e.normalized_name = ?", normalize_name(entity))
+                frontier = {
+                    row[0]
+                    for row in conn.execute(
+                        f"SELECT e.id FROM entities e WHERE {entities.sql}", entities.params
+                    )
+                }
+            elif memory_id is not None:
+                where = memories.copy().add("m.id = ?", memory_id)
+                for row in self._select(conn, where, limit):
+                    rows[row["row_id"]] = row
+                frontier = {
+                    ref for row in rows.values() for ref in (row["subject_id"], row["object_id"]) if ref
+                }
+            else:
+                frontier = {
+                    row[0]
+                    for row in conn.execute(
+                        f"SELECT e.id FROM entities e WHERE {entities.sql} ORDER BY e.created_at LIMIT ?",
+                        [*entities.params, limit],
+                    )
+                }
+            seen = set(frontier)
+            for _ in range(depth):
+                if not frontier or len(rows) >= limit:
+                    break
+                ids = json.dumps(sorted(frontier))
+                where = memories.copy().add(
+                    "m.subject_id IN (SELECT value FROM json_each(?)) OR m.object_id IN (SELECT value FROM json_each(?))",
+                    ids,
+                    ids,
+                )
+                for row in self._select(conn, where, limit - len(rows)):
+                    rows.setdefault(row["row_id"], row)
+                named = {ref for row in rows.values() for ref in (row["subject_id"], row["object_id"]) if ref}
+                frontier = named - seen
+                seen |= named
+            named = {ref for row in rows.values() for ref in (row["subject_id"], row["object_id"]) if ref}
+            entity_rows = conn.execute(
+                "SELECT e.id, e.name, e.type, e.summary, e.user_id, e.agent_id, e.run_id, e.created_at "
+                "FROM entities e WHERE e.id IN (SELECT value FROM json_each(?)) ORDER BY e.created_at, e.id",
+                (json.dumps(sorted(seen | named)),),
+            ).fetchall()
+        ordered = sorted(rows.values(), key=lambda row: (row["valid_at"] or row["created_at"], row["row_id"]))
+        records = [record_from_row(row, view) for row in ordered]
+        ids = {record.id for record in records}
+        links: list[GraphLink] = []
+        for row, record in zip(ordered, records):
+            if row["subject_id"]:
+                links.append(
+                    GraphLink(
+                        source=record.id, target=row["subject_id"], type="subject", label=record.predicate
+                    )
+                )
+            if row["object_id"]:
+                links.append(GraphLink(source=record.id, target=row["object_id"], type="object"))
+            if record.superseded_by in ids and record.superseded_by != record.id:
+                links.append(GraphLink(source=record.id, target=record.superseded_by, type="replaced_by"))
+        return MemoryGraph(
+            entities=[from_row(Entity, row) for row in entity_rows], memories=records, links=links
         )
+
+    @staticmethod
+    def _select(conn: Any, where: Predicate, limit: int) -> list[Any]:
+        return conn.execute(
+            f"SELECT {MEMORY_COLUMNS}, m.subject_id, m.object_id FROM {MEMORY_FROM} WHERE {where.sql} "
+            "ORDER BY ifnull(m.valid_at, m.created_at), m.row_id LIMIT ?",
+            [*where.params, limit],
+        ).fetchall()
 
     def edges(self, entity_ids: list[str], scope: Scope, view: TimeView) -> list[MemoryRecord]:
         """Memories in which these entities are the subject or the object, current and past."""
@@ -126,6 +214,69 @@ class EntityGraph:
         where = _latest_versions(scope_predicate(Predicate(), scope), view)
         where.add("m.superseded_by IN (SELECT value FROM json_each(?))", json.dumps(memory_ids))
         return self._records(where, view)
+
+    def linked(
+        self,
+        row_ids: Sequence[int],
+        predicate: Predicate,
+        *,
+        scope_rows: int,
+        max_share: float,
+        per_entity: int,
+        reference: str,
+    ) -> list[tuple[int, float, Candidate]]:
+        """Memories that share an entity (as subject or object) with the memories `row_ids`, among
+        those `predicate` (over `memories m`) admits: (seed row id, the entity's weight, the
+        linked memory). An entity's weight is its inverse document frequency in the scope,
+        log(rows / memories naming it) / log(rows); entities named by more than `max_share` of
+        the scope's `scope_rows` memories (the user, say) link everything and are skipped."""
+        if not row_ids or scope_rows < 2:
+            return []
+        cap = max(2, int(max_share * scope_rows))
+        found: list[tuple[int, float, Candidate]] = []
+        with self._conns.read() as conn:
+            seeds = conn.execute(
+                "SELECT row_id, subject_id, object_id FROM memories "
+                "WHERE row_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(row_ids)),),
+            ).fetchall()
+            weights: dict[str, float | None] = {}
+            for seed in seeds:
+                for entity_id in {seed["subject_id"], seed["object_id"]} - {None}:
+                    if entity_id not in weights:
+                        weights[entity_id] = self._weight(
+                            conn, entity_id, predicate, cap=cap, scope_rows=scope_rows
+                        )
+                    weight = weights[entity_id]
+                    if weight is None:
+                        continue
+                    rows = conn.execute(
+                        "SELECT m.row_id FROM memories m WHERE (m.subject_id = ? OR m.object_id = ?) "
+                        f"AND m.row_id != ? AND ({predicate.sql}) LIMIT ?",
+                        [entity_id, entity_id, seed["row_id"], *predicate.params, per_entity],
+                    ).fetchall()
+                    if not rows:
+                        continue
+                    for row in conn.execute(
+                        f"SELECT {SIGNAL_COLUMNS} FROM {CANDIDATES_FROM}",
+                        (reference, json.dumps([row[0] for row in rows])),
+                    ):
+                        found.append((seed["row_id"], weight, Candidate(row[0], weight, *row[1:])))
+        return found
+
+    @staticmethod
+    def _weight(
+        conn: Any, entity_id: str, predicate: Predicate, *, cap: int, scope_rows: int
+    ) -> float | None:
+        """The entity's inverse document frequency in the scope, None past `cap` memories."""
+        count = conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM memories m WHERE (m.subject_id = ? OR m.object_id = ?) "
+            f"AND ({predicate.sql}) LIMIT ?)",
+            [entity_id, entity_id, *predicate.params, cap + 1],
+        ).fetchone()[0]
+        if count == 0 or count > cap:
+            return None
+        return math.log(scope_rows / count) / math.log(scope_rows)
 
     def _records(self, where: Predicate, view: TimeView) -> list[MemoryRecord]:
         with self._conns.read() as conn:

@@ -76,6 +76,11 @@ class Predicate:
         self.params.extend(params)
         return self
 
+    def copy(self) -> Predicate:
+        copied = Predicate()
+        copied.clauses, copied.params = list(self.clauses), list(self.params)
+        return copied
+
     @property
     def sql(self) -> str:
         return " AND ".join(f"({clause})" for clause in self.clauses) if self.clauses else "1"

@@ -324,6 +324,30 @@ class Store(MemoryWrites):
                 reference=reference,
             )
 
+    def graph_search(
+        self,
+        seeds: Sequence[int],
+        scope: Scope,
+        predicate: Predicate,
+        *,
+        max_share: float,
+        per_entity: int,
+        reference: str,
+    ) -> list[tuple[int, float, Candidate]]:
+        """Memories sharing an entity with the `seeds` (see EntityGraph.linked)."""
+        partition = _partition(scope)
+        with self._conns.read() as conn:
+            state = self.vectors.state(conn, partition)
+        scope_rows = state.rows if partition is not None else state.total_rows
+        return self.graph.linked(
+            seeds,
+            predicate,
+            scope_rows=scope_rows,
+            max_share=max_share,
+            per_entity=per_entity,
+            reference=reference,
+        )
+
     def dense_search(
         self, query: np.ndarray, scope: Scope, predicate: Predicate, n: int, *, coarse: int, reference: str
     ) -> list[Candidate]:
