@@ -71,6 +71,13 @@ class RetrievalConfig(BaseModel):
     # entity (as subject or object) with the top `graph_seeds` hits gain up to `graph_weight`;
     # entities named by more than `graph_max_share` of a scope's memories link everything and
     # are skipped; at most `graph_per_entity` memories per entity; `graph_depth` hops.
+    # Time in the query (read/temporal.py): memories true in the window a query names ("in May
+    # 2023", "last year": counted back from as_of) gain `temporal_weight`; for "when"
+    # questions, memories among the top `when_candidates` whose text dates what it says gain
+    # `when_weight`.
+    temporal_weight: float = Field(0.4, ge=0, le=1)
+    when_weight: float = Field(0.1, ge=0, le=1)
+    when_candidates: int = Field(30, ge=1)
     graph_in_hybrid: bool = False
     graph_weight: float = Field(0.3, ge=0, le=1)
     graph_seeds: int = Field(5, ge=1)

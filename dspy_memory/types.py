@@ -154,6 +154,9 @@ class ScoreDetails(BaseModel):
     fused: float = 0.0
     # Graph expansion: 0 to 1, from sharing entities with the top hits (recipe "graph").
     graph: float = 0.0
+    # 1 when the memory is true in the window of time the query names, or, for a "when"
+    # question, its text says when something happened.
+    temporal: float = 0.0
     recency: float = 0.0
     importance: float = 0.0
     strength: float = 0.0

@@ -213,75 +213,110 @@ def evaluate(
     return results
 
 
-# The sweep's grid, tried on the development split only. `turn_context` is fixed when turns are
-# indexed (one index per value); the others are read-time settings of the same index.
+# The sweep's grids, tried on the development split only. Stage 1, fusion: `turn_context` is
+# fixed when turns are indexed (one index per value), the rest are read-time settings of the
+# same index. Stage 2, boosts and graph expansion, on the index and fusion of the defaults.
 SWEEP_INDEX = {"turn_context": [0, 1, 2, 3]}
-SWEEP_READ = {
+SWEEP_FUSION = {
     "keyword_context_weight": [0.25, 0.5, 1.0],
     "rrf_k": [5.0, 10.0, 30.0],
     "dense_weight": [0.5, 0.7, 1.0],
 }
+SWEEP_STAGES = {
+    "temporal_weight": [0.0, 0.2, 0.4, 0.6],
+    "when_weight": [0.0, 0.1],
+    "graph": [None, 1, 2],  # graph_in_hybrid off, or on with this graph_depth
+}
 
 
 def sweep(args: argparse.Namespace, conversations: list[Conversation]) -> dict[str, Any]:
-    """Hybrid R@10 for every point of the grid; prints the best settings and the defaults'."""
+    """Hybrid R@10 over the grids; prints the best settings and where the defaults rank."""
     embedder = make_embedder(args.embedder)
-    points: list[dict[str, Any]] = []
+    defaults = RetrievalConfig()
+    fusion: list[dict[str, Any]] = []
+    stages: list[dict[str, Any]] = []
+
+    def measure(db: str, settings: dict[str, Any]) -> dict[str, Any]:
+        with Memory(db, embedder=embedder, retrieval=settings) as memory:
+            result = evaluate(memory, conversations, ["hybrid"], fresh_embeddings=False)["hybrid"]
+        recall = result["recall"]
+        return {
+            "R@10": recall["overall"]["R@10"],
+            "nDCG@10": result["ndcg@10"]["overall"],
+            **{
+                CATEGORY_NAMES[c]: recall[CATEGORY_NAMES[c]]["R@10"]
+                for c in (1, 2, 3, 4)
+                if CATEGORY_NAMES[c] in recall
+            },
+        }
+
     with tempfile.TemporaryDirectory() as tmp:
-        for turn_context in SWEEP_INDEX["turn_context"]:
-            db = str(Path(tmp) / f"turn_context_{turn_context}.db")
-            stage(f"indexing with turn_context={turn_context}")
+        dbs: dict[int, str] = {}
+        contexts = SWEEP_INDEX["turn_context"] if args.facts == "turns" else [defaults.turn_context]
+        for turn_context in contexts:
+            db = dbs[turn_context] = str(Path(tmp) / f"turn_context_{turn_context}.db")
+            stage(f"indexing {args.facts} with turn_context={turn_context}")
+            if args.facts == "observation":
+                for conversation in conversations:
+                    index_observations(db, embedder, conversation)
+                continue  # facts have no conversation context: stage 1 does not apply
             with Memory(db, embedder=embedder, retrieval={"turn_context": turn_context}) as memory:
                 for conversation in conversations:
                     index_conversation(memory, conversation)
             # Without a context, its weight changes nothing: one value is enough.
-            weights = SWEEP_READ["keyword_context_weight"] if turn_context else [1.0]
-            grid = list(itertools.product(weights, SWEEP_READ["rrf_k"], SWEEP_READ["dense_weight"]))
+            weights = SWEEP_FUSION["keyword_context_weight"] if turn_context else [1.0]
+            grid = list(itertools.product(weights, SWEEP_FUSION["rrf_k"], SWEEP_FUSION["dense_weight"]))
             for weight, rrf_k, dense_weight in progress(grid, desc=f"turn_context={turn_context}"):
-                read = {"keyword_context_weight": weight, "rrf_k": rrf_k, "dense_weight": dense_weight}
-                with Memory(
-                    db, embedder=embedder, retrieval={"turn_context": turn_context, **read}
-                ) as memory:
-                    result = evaluate(memory, conversations, ["hybrid"], fresh_embeddings=False)["hybrid"]
-                points.append(
-                    {
-                        "turn_context": turn_context,
-                        **read,
-                        "R@10": result["recall"]["overall"]["R@10"],
-                        "nDCG@10": result["ndcg@10"]["overall"],
-                        **{
-                            CATEGORY_NAMES[c]: result["recall"][CATEGORY_NAMES[c]]["R@10"]
-                            for c in (1, 2, 3, 4)
-                            if CATEGORY_NAMES[c] in result["recall"]
-                        },
-                    }
-                )
-    points.sort(key=lambda point: (point["R@10"], point["nDCG@10"]), reverse=True)
-    columns = [*SWEEP_INDEX, *SWEEP_READ, "R@10", "nDCG@10", *(CATEGORY_NAMES[c] for c in (1, 2, 3, 4))]
-    print(f"LoCoMo hybrid recall@10 over the grid ({len(points)} settings), best first:\n")
-    print(table(columns, [[point.get(column, "") for column in columns] for point in points[:15]]))
-    defaults = RetrievalConfig()
-    default = {name: getattr(defaults, name) for name in (*SWEEP_INDEX, *SWEEP_READ)}
-    matching = [point for point in points if all(point[name] == value for name, value in default.items())]
-    if matching:
-        rank = points.index(matching[0]) + 1
-        print(f"\nthe defaults {default}: R@10 {matching[0]['R@10']:.3f}, rank {rank} of {len(points)}")
-    report = {
+                point = {
+                    "turn_context": turn_context,
+                    "keyword_context_weight": weight,
+                    "rrf_k": rrf_k,
+                    "dense_weight": dense_weight,
+                }
+                fusion.append({**point, **measure(db, point)})
+        db = dbs[defaults.turn_context]
+        grid = list(itertools.product(*SWEEP_STAGES.values()))
+        for temporal_weight, when_weight, depth in progress(grid, desc="boosts and graph"):
+            point = {
+                "temporal_weight": temporal_weight,
+                "when_weight": when_weight,
+                "graph_in_hybrid": depth is not None,
+                "graph_depth": depth or defaults.graph_depth,
+            }
+            stages.append({**point, **measure(db, point)})
+
+    report: dict[str, Any] = {
         "data": str(args.data),
+        "stored": args.facts,
         "embedder": embedder.name,
         "machine": machine(),
-        "defaults": default,
-        "points": points,
     }
+    groups = [CATEGORY_NAMES[c] for c in (1, 2, 3, 4)]
+    for name, points, knobs in (
+        ("fusion", fusion, ["turn_context", *SWEEP_FUSION]),
+        ("boosts and graph", stages, ["temporal_weight", "when_weight", "graph_in_hybrid", "graph_depth"]),
+    ):
+        if not points:
+            continue
+        points.sort(key=lambda point: (point["R@10"], point["nDCG@10"]), reverse=True)
+        columns = [*knobs, "R@10", "nDCG@10", *groups]
+        print(f"\nLoCoMo hybrid recall@10, {name} ({len(points)} settings, {args.facts}), best first:\n")
+        print(table(columns, [[point.get(column, "") for column in columns] for point in points[:12]]))
+        default = {knob: getattr(defaults, knob) for knob in knobs}
+        matching = [p for p in points if all(p[knob] == value for knob, value in default.items())]
+        if matching:
+            rank = points.index(matching[0]) + 1
+            print(f"the defaults {default}: R@10 {matching[0]['R@10']:.3f}, rank {rank} of {len(points)}")
+        report[name] = {"defaults": default, "points": points}
     write_json(args.out, report)
     best = {}
-    for point in points:
-        best.setdefault(point["turn_context"], point["R@10"])
+    for point in fusion or stages:
+        best.setdefault(str(point.get("turn_context", "facts")), point["R@10"])
     bar_chart(
         args.plot,
         [f"turn_context={value}" for value in best],
         {"best R@10": list(best.values())},
-        title="LoCoMo hybrid recall@10: best read settings per context window",
+        title="LoCoMo hybrid recall@10: best settings per context window",
         ylabel="recall@10",
     )
     print(f"\nwrote {args.out} and {args.plot}")
@@ -317,7 +352,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", default=None, help="JSON report (default: evals/results/...)")
     parser.add_argument("--plot", default=None, help="plot (default: evals/results/...)")
     args = parser.parse_args(argv)
-    name = "locomo_retrieval_sweep" if args.sweep else "locomo_retrieval"
+    name = (
+        "locomo_retrieval"
+        + ("_sweep" if args.sweep else "")
+        + ("_observation" if args.facts == "observation" else "")
+    )
     args.out = args.out or str(RESULTS_DIR / f"{name}.json")
     args.plot = args.plot or str(RESULTS_DIR / f"{name}.png")
 

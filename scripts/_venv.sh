@@ -19,6 +19,7 @@ describe_extras() {
             sentence-transformers) out+=("sentence-transformers with torch") ;;
             eval) out+=("eval tools (matplotlib, nltk, optuna, datasets)") ;;
             server) out+=("FastAPI") ;;
+            graph) out+=("graph exports (graphviz, networkx)") ;;
             dev) out+=("pytest and ruff") ;;
             ollama | openai | anthropic) out+=("the $extra client") ;;
             *) out+=("$extra") ;;

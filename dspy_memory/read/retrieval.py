@@ -15,16 +15,18 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from dspy_memory.config import RetrievalConfig
 from dspy_memory.embed import Embedder
 from dspy_memory.errors import InvalidInputError
+from dspy_memory.read.temporal import asks_when, is_dated, time_window
 from dspy_memory.store import Candidate, Store, TimeView
 from dspy_memory.store.keyword import query_terms
 from dspy_memory.types import Hit, MemoryRecord, Scope, ScoreDetails
 from dspy_memory.util.text import check_count, searchable, shown
-from dspy_memory.util.timeutil import TimeLike, now_db
+from dspy_memory.util.timeutil import TimeLike, from_db, now_db
 
 logger = logging.getLogger("dspy_memory")
 
@@ -212,6 +214,7 @@ class Retriever:
         details = self._fuse(dense, keyword, chosen)
         candidates = {candidate.row_id: candidate for candidate in (*dense, *keyword)}
         self._rescore(details, candidates)
+        self._time_boost(query, details, candidates, view)
         if chosen.graph or (chosen.graph is None and config.graph_in_hybrid):
             self._expand(details, candidates, scope, predicate, view)
         ranked = sorted(details.items(), key=lambda pair: pair[1]["final"], reverse=True)[:k]
@@ -268,6 +271,33 @@ class Retriever:
                 fused += keyword_weight * keyword_part(detail)
             detail["fused"] = fused / total
         return details
+
+    def _time_boost(
+        self, query: str, details: dict[int, dict[str, Any]], candidates: dict[int, Candidate], view: TimeView
+    ) -> None:
+        """Time in the query (read/temporal.py): memories true within the window it names gain
+        `temporal_weight`; for a "when" question, memories among the top `when_candidates`
+        whose text dates what it says ("yesterday", "in May", "2022") gain `when_weight`."""
+        config = self.config
+        reference = from_db(view.as_of)
+        assert reference is not None
+        window = time_window(query, reference) if config.temporal_weight > 0 else None
+        if window is not None:
+            for row_id, detail in details.items():
+                try:
+                    moment = reference - timedelta(days=candidates[row_id].age_days)
+                except OverflowError:
+                    continue
+                if window.holds(moment):
+                    detail["temporal"] = 1.0
+                    detail["final"] += config.temporal_weight
+        if config.when_weight > 0 and asks_when(query):
+            ranked = sorted(details, key=lambda row_id: details[row_id]["final"], reverse=True)
+            top = ranked[: config.when_candidates]
+            for row_id, content in self.store.contents(top).items():
+                if is_dated(content):
+                    details[row_id]["temporal"] = 1.0
+                    details[row_id]["final"] += config.when_weight
 
     def _expand(
         self,

@@ -324,6 +324,15 @@ class Store(MemoryWrites):
                 reference=reference,
             )
 
+    def contents(self, row_ids: Sequence[int]) -> dict[int, str]:
+        """{row id: content} of these memory rows."""
+        with self._conns.read() as conn:
+            rows = conn.execute(
+                "SELECT m.row_id, m.content FROM memories m WHERE m.row_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(row_ids)),),
+            ).fetchall()
+        return {row["row_id"]: row["content"] for row in rows}
+
     def graph_search(
         self,
         seeds: Sequence[int],
