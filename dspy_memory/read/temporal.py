@@ -146,12 +146,9 @@ def _relative(query: str, reference: datetime) -> Found | None:
         count = _NUMBERS.get(match[1].lower()) or int(match[1])
         unit = match[2].lower()
         # "3 weeks ago" is around then: the unit on either side of the point.
-        days = {"day": 1, "week": 7, "month": 30, "year": 365}[unit] * count
         width = {"day": 1, "week": 7, "month": 30, "year": 365}[unit]
-        point = today - timedelta(days=days)
-        return _clamped(
-            point - timedelta(days=width / 2), point + timedelta(days=width / 2 + 1), match.span()
-        )
+        point = today - timedelta(days=width * count)
+        return _clamped(point - timedelta(days=width), point + timedelta(days=width + 1), match.span())
     match = _RELATIVE.search(query)
     if match is None:
         return None
