@@ -62,11 +62,12 @@ class RetrievalConfig(BaseModel):
     # the most common query terms stop selecting rows (see store/keyword.py).
     keyword_score_budget: int = Field(1000, ge=1)
     max_query_terms: int = Field(32, ge=1)
-    # Raw turns are keyword-indexed with the text of up to `turn_context` episodes on each side
-    # said within `turn_context_gap_minutes` (a reply is found by its question's words); a term
-    # found there weighs `keyword_context_weight` of one in the turn itself. The window applies
-    # to turns indexed from then on (see docs/retrieval.md).
-    turn_context: int = Field(2, ge=0, le=20)
+    # Raw turns are keyword-indexed with the text of up to `turn_context_before` episodes before
+    # them and `turn_context_after` after, said within `turn_context_gap_minutes` (a reply is
+    # found by its question's words); a term found there weighs `keyword_context_weight` of one
+    # in the turn itself. The window applies to turns indexed from then on (docs/retrieval.md).
+    turn_context_before: int = Field(2, ge=0, le=20)
+    turn_context_after: int = Field(1, ge=0, le=20)
     # Graph expansion (recipe "graph"; in "hybrid" too when graph_in_hybrid): memories sharing an
     # entity (as subject or object) with the top `graph_seeds` hits gain up to `graph_weight`;
     # entities named by more than `graph_max_share` of a scope's memories link everything and
@@ -78,7 +79,7 @@ class RetrievalConfig(BaseModel):
     temporal_weight: float = Field(0.4, ge=0, le=1)
     when_weight: float = Field(0.1, ge=0, le=1)
     when_candidates: int = Field(30, ge=1)
-    graph_in_hybrid: bool = False
+    graph_in_hybrid: bool = True
     graph_weight: float = Field(0.3, ge=0, le=1)
     graph_seeds: int = Field(5, ge=1)
     graph_depth: int = Field(1, ge=1, le=2)

@@ -59,7 +59,8 @@ def open_store(config: MemoryConfig, embedder: Any) -> tuple[Store, Embedder]:
         vector_cache_max_rows=retrieval.vector_cache_max_rows,
         keyword_score_budget=retrieval.keyword_score_budget,
         keyword_context_weight=retrieval.keyword_context_weight,
-        turn_context=retrieval.turn_context,
+        turn_context_before=retrieval.turn_context_before,
+        turn_context_after=retrieval.turn_context_after,
         turn_context_gap_minutes=retrieval.turn_context_gap_minutes,
     )
     try:

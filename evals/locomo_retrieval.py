@@ -213,10 +213,11 @@ def evaluate(
     return results
 
 
-# The sweep's grids, tried on the development split only. Stage 1, fusion: `turn_context` is
-# fixed when turns are indexed (one index per value), the rest are read-time settings of the
-# same index. Stage 2, boosts and graph expansion, on the index and fusion of the defaults.
-SWEEP_INDEX = {"turn_context": [0, 1, 2, 3]}
+# The sweep's grids, tried on the development split only. Stage 1, fusion: the context window
+# (turns before, after) is fixed when turns are indexed (one index per window), the rest are
+# read-time settings of the same index. Stage 2, boosts and graph expansion, on the index and
+# fusion of the defaults.
+SWEEP_WINDOWS = [(0, 0), (1, 1), (2, 0), (2, 1), (2, 2), (3, 1)]
 SWEEP_FUSION = {
     "keyword_context_weight": [0.25, 0.5, 1.0],
     "rrf_k": [5.0, 10.0, 30.0],
@@ -250,31 +251,33 @@ def sweep(args: argparse.Namespace, conversations: list[Conversation]) -> dict[s
             },
         }
 
+    default_window = (defaults.turn_context_before, defaults.turn_context_after)
     with tempfile.TemporaryDirectory() as tmp:
-        dbs: dict[int, str] = {}
-        contexts = SWEEP_INDEX["turn_context"] if args.facts == "turns" else [defaults.turn_context]
-        for turn_context in contexts:
-            db = dbs[turn_context] = str(Path(tmp) / f"turn_context_{turn_context}.db")
-            stage(f"indexing {args.facts} with turn_context={turn_context}")
+        dbs: dict[tuple[int, int], str] = {}
+        windows = SWEEP_WINDOWS if args.facts == "turns" else [default_window]
+        for before, after in windows:
+            window = {"turn_context_before": before, "turn_context_after": after}
+            db = dbs[before, after] = str(Path(tmp) / f"context_{before}_{after}.db")
+            stage(f"indexing {args.facts} with {window}")
             if args.facts == "observation":
                 for conversation in conversations:
                     index_observations(db, embedder, conversation)
                 continue  # facts have no conversation context: stage 1 does not apply
-            with Memory(db, embedder=embedder, retrieval={"turn_context": turn_context}) as memory:
+            with Memory(db, embedder=embedder, retrieval=window) as memory:
                 for conversation in conversations:
                     index_conversation(memory, conversation)
             # Without a context, its weight changes nothing: one value is enough.
-            weights = SWEEP_FUSION["keyword_context_weight"] if turn_context else [1.0]
+            weights = SWEEP_FUSION["keyword_context_weight"] if before or after else [1.0]
             grid = list(itertools.product(weights, SWEEP_FUSION["rrf_k"], SWEEP_FUSION["dense_weight"]))
-            for weight, rrf_k, dense_weight in progress(grid, desc=f"turn_context={turn_context}"):
+            for weight, rrf_k, dense_weight in progress(grid, desc=f"context {before} before, {after} after"):
                 point = {
-                    "turn_context": turn_context,
+                    **window,
                     "keyword_context_weight": weight,
                     "rrf_k": rrf_k,
                     "dense_weight": dense_weight,
                 }
                 fusion.append({**point, **measure(db, point)})
-        db = dbs[defaults.turn_context]
+        db = dbs[default_window]
         grid = list(itertools.product(*SWEEP_STAGES.values()))
         for temporal_weight, when_weight, depth in progress(grid, desc="boosts and graph"):
             point = {
@@ -293,7 +296,7 @@ def sweep(args: argparse.Namespace, conversations: list[Conversation]) -> dict[s
     }
     groups = [CATEGORY_NAMES[c] for c in (1, 2, 3, 4)]
     for name, points, knobs in (
-        ("fusion", fusion, ["turn_context", *SWEEP_FUSION]),
+        ("fusion", fusion, ["turn_context_before", "turn_context_after", *SWEEP_FUSION]),
         ("boosts and graph", stages, ["temporal_weight", "when_weight", "graph_in_hybrid", "graph_depth"]),
     ):
         if not points:
@@ -309,14 +312,19 @@ def sweep(args: argparse.Namespace, conversations: list[Conversation]) -> dict[s
             print(f"the defaults {default}: R@10 {matching[0]['R@10']:.3f}, rank {rank} of {len(points)}")
         report[name] = {"defaults": default, "points": points}
     write_json(args.out, report)
-    best = {}
+    best: dict[str, float] = {}
     for point in fusion or stages:
-        best.setdefault(str(point.get("turn_context", "facts")), point["R@10"])
+        name = (
+            f"{point['turn_context_before']} before, {point['turn_context_after']} after"
+            if fusion
+            else "facts"
+        )
+        best.setdefault(name, point["R@10"])
     bar_chart(
         args.plot,
-        [f"turn_context={value}" for value in best],
+        list(best),
         {"best R@10": list(best.values())},
-        title="LoCoMo hybrid recall@10: best settings per context window",
+        title="LoCoMo hybrid recall@10: best settings per context window (turns)",
         ylabel="recall@10",
     )
     print(f"\nwrote {args.out} and {args.plot}")
@@ -341,9 +349,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument(
         "--turn-context",
-        type=int,
         default=None,
-        help="turns of context on each side a raw turn is keyword-indexed with (default: the library's)",
+        metavar="BEFORE,AFTER",
+        help="turns of context a raw turn is keyword-indexed with, e.g. 2,1 (default: the library's)",
     )
     parser.add_argument("--limit", type=int, default=None, help="only the first N conversations of the split")
     parser.add_argument(
@@ -366,7 +374,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     recipes = [name.strip() for name in args.recipes.split(",") if name.strip()]
     settings: dict[str, Any] = {}
     if args.turn_context is not None:
-        settings["retrieval"] = {"turn_context": args.turn_context}
+        before, after = (int(part) for part in args.turn_context.split(","))
+        settings["retrieval"] = {"turn_context_before": before, "turn_context_after": after}
     embedder = make_embedder(args.embedder)
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or str(Path(tmp) / "locomo.db")

@@ -149,16 +149,17 @@ def test_hostile_queries_never_break_search(filled, query):
 def test_any_text_is_a_safe_keyword_query(filled, tokens, query):
     """Any text, lone surrogates included, is a query that finds exactly what it should: with
     the keyword recipe, the scope's rows that share a term with the query (as FTS5 tokenizes
-    both) in their text or in their conversation context (the `turn_context` turns on either
-    side), up to k; with the hybrid recipe, at least those. Never another user's rows."""
+    both) in their text or in their conversation context (the `turn_context_before` turns
+    before them and `turn_context_after` after), up to k; with the hybrid recipe, at least those.
+    Never another user's rows."""
     config = filled.config.retrieval
-    window = config.turn_context
+    before, after = config.turn_context_before, config.turn_context_after
     expected = {
         text
         for index, text in enumerate(ADA_TEXTS)
         if any(
             tokens.matches(query, near, config)
-            for near in ADA_TEXTS[max(0, index - window) : index + window + 1]
+            for near in ADA_TEXTS[max(0, index - before) : index + after + 1]
         )
     }
     keyword = filled.search(query, user_id="ada", recipe="keyword", k=3)
@@ -225,13 +226,16 @@ def test_large_scopes_score_rare_terms_within_a_budget(tmp_path):
     plan = memory.store.keywords.plan
     with memory.store.snapshot() as conn:
         # "program" is rare (1 row): it alone selects; "gardening" (61 rows) does not.
-        assert (
-            plan(conn, ["gardening", "program"], [], scope_rows=63, total_rows=63)
-            == '{content context} : ("program")'
+        assert plan(conn, ["gardening", "program"], [], scope_rows=63, total_rows=63) == (
+            ["program"],
+            None,
+            False,
         )
         # every term common: all are required.
         assert plan(conn, ["gardening", "weather"], [], scope_rows=63, total_rows=63) == (
-            '{content context} : ("gardening" AND "weather")'
+            ["gardening", "weather"],
+            None,  # the whole index is this scope: no scope filter
+            True,
         )
         # terms that match nothing are ignored.
         assert plan(conn, ["zzzz"], [], scope_rows=63, total_rows=63) is None

@@ -20,6 +20,8 @@ EXPECTED_TABLES = {
     "blocks",
     "block_versions",
     "memories_fts",
+    "turn_context_fts",
+    "turn_context",
     "memory_vectors",
     "vector_partitions",
     "memory_vec",

@@ -36,7 +36,8 @@ def test_a_reply_is_found_by_its_questions_words_and_the_hit_is_the_reply(tmp_pa
     with Memory(str(tmp_path / "m.db"), embedder=HashEmbedder(32)) as memory:
         memory.add(conversation(WORDS), user_id="u", at="2026-05-01T10:00:00Z")
         hits = keyword_hits(memory, WORDS[1], user_id="u")
-        # The question itself first (its own text), then the turns within two places of it.
+        # The question itself first (its own text), then the turn before it (whose window
+        # reaches one turn ahead) and the two after it (whose windows reach two turns back).
         assert hits[0] == f"Ada: Where did you hike with {WORDS[1]} last week?"
         assert f"Bob: Up the ridge trail, {WORDS[2]} views." in hits
         assert set(hits) == {
@@ -45,7 +46,7 @@ def test_a_reply_is_found_by_its_questions_words_and_the_hit_is_the_reply(tmp_pa
             f"Bob: Up the ridge trail, {WORDS[2]} views.",
             f"Ada: Lovely, {WORDS[3]}.",
         }
-        # Three places away is out of the window.
+        # Three places after is out of every window.
         assert not any(WORDS[5] in hit for hit in keyword_hits(memory, WORDS[2], user_id="u"))
 
 
@@ -85,9 +86,11 @@ def test_erasing_a_turn_takes_its_words_out_of_its_neighbours_contexts(tmp_path)
     with Memory(path, embedder=HashEmbedder(32)) as memory:
         added = memory.add(conversation(WORDS), user_id="u", at="2026-05-01T10:00:00Z")
         answer = next(record for record in added.memories if WORDS[2] in record.content)
-        assert len(keyword_hits(memory, WORDS[2], user_id="u")) == 5
+        # Its own row, the question before it, and the two turns after it (two turns before
+        # and one after is the default window).
+        assert len(keyword_hits(memory, WORDS[2], user_id="u")) == 4
         result = memory.delete(answer.id, user_id="u")
-        assert result.counts["contexts_rebuilt"] == 4
+        assert result.counts["contexts_rebuilt"] == 3
         assert keyword_hits(memory, WORDS[2], user_id="u") == []
         # The window closes over the gap: the question now reaches two turns further.
         assert any(WORDS[4] in hit for hit in keyword_hits(memory, WORDS[1], user_id="u"))
@@ -142,9 +145,9 @@ def test_a_file_from_before_turn_context_gets_it_when_opened(tmp_path):
         )
         conn.execute("INSERT INTO memories_fts (rowid, content, scope) VALUES (?, ?, '')", (index, text))
     conn.close()
-    store = Store(path, turn_context=1)
+    store = Store(path, turn_context_before=1, turn_context_after=1)
     with store.snapshot() as conn:
-        contexts = dict(conn.execute("SELECT rowid, context FROM memories_fts").fetchall())
+        contexts = dict(conn.execute("SELECT rowid, context FROM turn_context_fts").fetchall())
         links = conn.execute("SELECT row_id, episode_id FROM turn_context ORDER BY 1, 2").fetchall()
     store.close()
     assert contexts == {

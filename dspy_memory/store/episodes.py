@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from dspy_memory.store.connection import Connections
 from dspy_memory.store.queries import Predicate, from_row, scope_predicate
+from dspy_memory.store.turns import TurnContext
 from dspy_memory.types import Episode, Scope
 from dspy_memory.util.timeutil import to_db
 
@@ -38,8 +39,9 @@ class Unfinished(NamedTuple):
 
 
 class EpisodeLog:
-    def __init__(self, conns: Connections) -> None:
+    def __init__(self, conns: Connections, turn_context: TurnContext) -> None:
         self._conns = conns
+        self._turn_context = turn_context
 
     def insert(self, episodes: Sequence[Episode], *, claim: Claim | None = None) -> None:
         """Write episodes in their own transaction; `claim` holds them for the writer that is
@@ -72,6 +74,8 @@ class EpisodeLog:
                     for e in episodes
                 ],
             )
+            # Raw turns already stored whose context window reaches a new episode include it.
+            self._turn_context.episodes_added(conn, [e.id for e in episodes])
 
     def mark(self, ids: Sequence[str], status: str, error: str | None = None) -> None:
         """Record the outcome of a processing attempt; the episodes' claims end with it."""

@@ -6,7 +6,7 @@ the file, the WAL, any table or index (docs/architecture.md, "Erasure").
 - What secure_delete misses: when a page is rebuilt (splits, merges), SQLite leaves old copies
   of cells in the page's unused space. After each purge `zero_free_space` zeroes it.
 - The keyword index drops a row's terms from its segments: entry by entry (FTS5 'secure-delete')
-  for a small purge, or by rewriting the whole index ('optimize') when the purge is a large
+  for a small purge, or by rebuilding the whole index ('rebuild') when the purge is a large
   share of it, whichever is cheaper. The vector index (vec0) zeroes a deleted row's slot and
   drops chunks left empty, so no partition key (user id) outlives its rows.
 - What quotes an erased memory elsewhere is erased or scrubbed too: its source episodes (even
@@ -35,7 +35,7 @@ from dspy_memory.util.timeutil import now_db
 
 logger = logging.getLogger("dspy_memory")
 
-# A purge that removes at least this share of the keyword index rewrites the index ('optimize':
+# A purge that removes at least this share of the keyword index rebuilds the index ('rebuild':
 # cost proportional to the index, ~1.5-2 us a row here) instead of removing each row's entries
 # in place (FTS5 'secure-delete': ~0.7-0.9 ms a row of 14 words). Measured at 10k and 50k rows:
 # break-even near 0.2%. See docs/architecture.md, "Erasure".
@@ -43,9 +43,6 @@ REWRITE_SHARE = 0.002
 
 # Keys of event metadata that may hold memory content.
 _CONTENT_KEYS = ("new_content", "old_content", "content")
-
-
-_SECURE_DELETE = "INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', ?)"
 
 
 def _ids(values: Iterable[Any]) -> str:
@@ -218,7 +215,7 @@ class Eraser:
         ).rowcount
         # Raw turns next to an erased episode were indexed with its words: rebuilt without them,
         # with FTS5 'secure-delete' on so the old context leaves the index segments too.
-        conn.execute(_SECURE_DELETE, (1,))
+        self._keywords.secure_delete(conn, True)
         counts["contexts_rebuilt"] = self._turn_context.rebuild_after_erasure(
             conn, [row["row_id"] for row in rows], episode_ids
         )
@@ -350,11 +347,11 @@ class Eraser:
         if not row_ids:
             return 0
         rewrite = len(row_ids) >= REWRITE_SHARE * total_rows
-        conn.execute(_SECURE_DELETE, (0 if rewrite else 1,))
+        self._keywords.secure_delete(conn, not rewrite)
         deleted = self._keywords.delete(conn, row_ids)
         if rewrite:
-            self._keywords.optimize(conn)
-            conn.execute(_SECURE_DELETE, (1,))
+            self._keywords.rebuild(conn)
+            self._keywords.secure_delete(conn, True)
         else:
             self._keywords.clear_cache()
         return deleted

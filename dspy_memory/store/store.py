@@ -108,7 +108,8 @@ class Store(MemoryWrites):
         vector_cache_max_rows: int = 4_000_000,
         keyword_score_budget: int = 1000,
         keyword_context_weight: float = 0.5,
-        turn_context: int = 2,
+        turn_context_before: int = 2,
+        turn_context_after: int = 1,
         turn_context_gap_minutes: float = 60.0,
     ) -> None:
         path = os.fspath(path)
@@ -121,8 +122,13 @@ class Store(MemoryWrites):
         self.keywords = keyword.KeywordIndex(
             score_budget=keyword_score_budget, context_weight=keyword_context_weight
         )
-        self.episodes = EpisodeLog(self._conns)
-        self.turn_context = TurnContext(window=turn_context, gap_minutes=turn_context_gap_minutes)
+        self.turn_context = TurnContext(
+            self.keywords,
+            before=turn_context_before,
+            after=turn_context_after,
+            gap_minutes=turn_context_gap_minutes,
+        )
+        self.episodes = EpisodeLog(self._conns, self.turn_context)
         self.erase = Eraser(self._conns, self.vectors, self.keywords, self.turn_context, path=path)
         self.graph = EntityGraph(self._conns)
         self.runs = WriteRunLog(self._conns)
@@ -293,12 +299,6 @@ class Store(MemoryWrites):
                 predicate.params,
             ).fetchall()
         return [from_row(Event, row) for row in rows]
-
-    def refresh_turn_context(self, episode_ids: Sequence[str]) -> int:
-        """Index the raw turns of new episodes, and the turns around them, with their
-        conversation context (see store/turns.py). Joins the caller's transaction."""
-        with self._conns.transaction() as conn:
-            return self.turn_context.refresh(conn, episode_ids)
 
     # -- search --------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dspy_memory.store.connection import Connections
+from dspy_memory.store.keyword import KeywordIndex
 from dspy_memory.types import Scope
 from dspy_memory.util.timeutil import format_db, from_db, now_db
 
@@ -62,103 +63,110 @@ def _shifted(moment: datetime, delta: timedelta) -> str:
 
 
 class TurnContext:
-    """The keyword-index `context` of raw turns: the text of up to `window` episodes on each
-    side of the turn's episode, in the same exact scope, said within `gap_minutes` of it.
+    """The keyword-index `context` of raw turns: the text of up to `before` episodes before the
+    turn's episode and `after` after it, in the same exact scope, said within `gap_minutes` of
+    it (episodes in (occurred_at, insertion) order).
 
     A reply often answers only together with its question ("Yes, last Tuesday"); with its
     neighbours' words in a separate, lower-weighted FTS column it is found by the question's
     words while a hit still names one turn. The memory's content and vector stay the turn's own
     (measured on LoCoMo: a window in the vector changed dense recall by 0.005).
 
-    The episodes each context was built from are recorded in `turn_context`, so erasing one
-    rebuilds the contexts that quoted it (`rebuild_after_erasure`).
+    A new episode (a message, a logged step) joins the contexts of the few stored turns whose
+    window reaches it (`episodes_added`); a new turn's context is written with its keyword entry
+    (`context_of`, then `indexed` records the episodes it quotes). Those links (`turn_context`)
+    let erasure rebuild every context that quoted an erased episode (`rebuild_after_erasure`).
     """
 
-    def __init__(self, *, window: int, gap_minutes: float) -> None:
-        self.window = window
+    def __init__(self, keywords: KeywordIndex, *, before: int, after: int, gap_minutes: float) -> None:
+        self._keywords = keywords
+        self.before = before
+        self.after = after
         self.gap = timedelta(minutes=gap_minutes)
 
+    @property
+    def enabled(self) -> bool:
+        return bool(self.before or self.after)
+
+    def context_of(self, conn: Any, episode_id: str) -> tuple[str, list[str]]:
+        """The context text of a turn said in `episode_id`, and the episodes it quotes."""
+        anchor = conn.execute(
+            f"SELECT {_ANCHOR_COLUMNS} FROM episodes e WHERE e.id = ?", (episode_id,)
+        ).fetchone()
+        if anchor is None or not self.enabled:
+            return "", []
+        neighbours = self._neighbours(conn, anchor, before=self.before, after=self.after)
+        return _text(neighbours), [row["id"] for row in neighbours]
+
+    def episodes_added(self, conn: Any, episode_ids: Sequence[str]) -> int:
+        """Rebuild the raw turns whose window now reaches one of these new episodes: those up to
+        `after` places before it, and up to `before` places after it (history added out of
+        order). Returns how many were rebuilt."""
+        if not self.enabled or not episode_ids:
+            return 0
+        reached: set[str] = set()
+        for anchor in conn.execute(
+            f"SELECT {_ANCHOR_COLUMNS} FROM episodes e WHERE e.id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(episode_ids)),),
+        ).fetchall():
+            reached.update(
+                row["id"] for row in self._neighbours(conn, anchor, before=self.after, after=self.before)
+            )
+        return self.rebuild(conn, self._turn_rows(conn, reached - set(episode_ids)))
+
+    def indexed(self, conn: Any, contexts: dict[int, tuple[str, list[str]]]) -> None:
+        """New turn rows were inserted with `contexts` ({row id: (text, episode ids)}): record
+        which episodes each quotes."""
+        conn.executemany(
+            "INSERT OR IGNORE INTO turn_context (row_id, episode_id) VALUES (?, ?)",
+            [(row_id, episode_id) for row_id, (_, ids) in contexts.items() for episode_id in ids],
+        )
+
     def rebuild(self, conn: Any, row_ids: Iterable[int]) -> int:
-        """Build the context of these rows (current raw turns; others are skipped) from the
-        episodes around their first source episode. Returns how many rows were updated."""
+        """Build the context of these rows (current raw turns; others get none) anew from the
+        episodes around their first source episode. Returns how many rows were rebuilt."""
         wanted = sorted(set(row_ids))
         if not wanted:
             return 0
-        anchors = conn.execute(
-            "SELECT m.row_id, e.rowid AS episode_row, e.user_id, e.agent_id, e.run_id, e.occurred_at "
-            "FROM memories m JOIN memory_sources s ON s.memory_id = m.id "
+        first: dict[int, Any] = {}
+        for anchor in conn.execute(
+            f"SELECT m.row_id, {_ANCHOR_COLUMNS} FROM memories m JOIN memory_sources s ON s.memory_id = m.id "
             "JOIN episodes e ON e.id = s.episode_id "
             "WHERE m.row_id IN (SELECT value FROM json_each(?)) AND m.kind = 'turn' "
             "AND m.expired_at IS NULL ORDER BY m.row_id, e.rowid",
             (json.dumps(wanted),),
-        ).fetchall()
-        first: dict[int, Any] = {}
-        for anchor in anchors:
+        ).fetchall():
             first.setdefault(anchor["row_id"], anchor)
         conn.execute(
             "DELETE FROM turn_context WHERE row_id IN (SELECT value FROM json_each(?))", (json.dumps(wanted),)
         )
+        contexts = []
         for row_id in wanted:
             anchor = first.get(row_id)
-            neighbours = self._neighbours(conn, anchor) if anchor is not None and self.window else []
-            text = "\n".join(
-                f"{row['name']}: {row['content']}" if row["name"] else row["content"] for row in neighbours
+            neighbours = (
+                self._neighbours(conn, anchor, before=self.before, after=self.after)
+                if anchor is not None and self.enabled
+                else []
             )
-            conn.execute("UPDATE memories_fts SET context = ? WHERE rowid = ?", (text, row_id))
+            scope = (
+                (anchor["user_id"], anchor["agent_id"], anchor["run_id"])
+                if anchor is not None
+                else (None,) * 3
+            )
+            contexts.append((row_id, _text(neighbours), *scope))
             conn.executemany(
                 "INSERT OR IGNORE INTO turn_context (row_id, episode_id) VALUES (?, ?)",
                 [(row_id, row["id"]) for row in neighbours],
             )
+        self._keywords.set_contexts(conn, contexts)
         return len(wanted)
-
-    def _neighbours(self, conn: Any, anchor: Any) -> list[Any]:
-        """The episodes around `anchor` in (occurred_at, rowid) order, oldest first."""
-        at = from_db(anchor["occurred_at"])
-        assert at is not None
-        earliest, latest = _shifted(at, -self.gap), _shifted(at, self.gap)
-        scope = (anchor["user_id"], anchor["agent_id"], anchor["run_id"])
-        same_scope = "user_id IS ? AND agent_id IS ? AND run_id IS ?"
-        key = (anchor["occurred_at"], anchor["episode_row"])
-        before = conn.execute(
-            f"SELECT rowid, id, name, content FROM episodes WHERE {same_scope} "
-            "AND (occurred_at, rowid) < (?, ?) AND occurred_at >= ? "
-            "ORDER BY occurred_at DESC, rowid DESC LIMIT ?",
-            (*scope, *key, earliest, self.window),
-        ).fetchall()
-        after = conn.execute(
-            f"SELECT rowid, id, name, content FROM episodes WHERE {same_scope} "
-            "AND (occurred_at, rowid) > (?, ?) AND occurred_at <= ? "
-            "ORDER BY occurred_at, rowid LIMIT ?",
-            (*scope, *key, latest, self.window),
-        ).fetchall()
-        return [row for row in (*reversed(before), *after) if row["content"].strip()]
-
-    def refresh(self, conn: Any, episode_ids: Sequence[str]) -> int:
-        """Rebuild the context of the raw turns of these (new) episodes and of the turns up to
-        `window` places on either side of each, whose context now includes them."""
-        episodes = conn.execute(
-            "SELECT id, rowid AS episode_row, user_id, agent_id, run_id, occurred_at FROM episodes "
-            "WHERE id IN (SELECT value FROM json_each(?))",
-            (json.dumps(list(episode_ids)),),
-        ).fetchall()
-        ids = {episode["id"] for episode in episodes}
-        if self.window:
-            for episode in episodes:
-                ids.update(row["id"] for row in self._neighbours(conn, episode))
-        rows = conn.execute(
-            "SELECT DISTINCT m.row_id FROM memory_sources s JOIN memories m ON m.id = s.memory_id "
-            "WHERE s.episode_id IN (SELECT value FROM json_each(?)) AND m.kind = 'turn' "
-            "AND m.expired_at IS NULL",
-            (json.dumps(sorted(ids)),),
-        )
-        return self.rebuild(conn, [row[0] for row in rows])
 
     def rebuild_after_erasure(
         self, conn: Any, erased_rows: Sequence[int], erased_episodes: Iterable[str]
     ) -> int:
         """Drop the links of erased rows and rebuild every context that quoted an erased
-        episode (call after the episodes are deleted; the FTS 'secure-delete' option must be on
-        so the old context leaves the index segments)."""
+        episode (call after the episodes are deleted; the keyword index's 'secure-delete' must be
+        on, so the old contexts leave its segments)."""
         conn.execute(
             "DELETE FROM turn_context WHERE row_id IN (SELECT value FROM json_each(?))",
             (json.dumps(list(erased_rows)),),
@@ -173,9 +181,61 @@ class TurnContext:
         return self.rebuild(conn, quoting)
 
     def rebuild_all(self, conn: Any) -> int:
-        """Build the context of every current raw turn (a schema upgrade, a changed window)."""
+        """Build the context of every current raw turn (a schema upgrade)."""
         rows = [
             row[0]
             for row in conn.execute("SELECT row_id FROM memories WHERE kind = 'turn' AND expired_at IS NULL")
         ]
         return self.rebuild(conn, rows)
+
+    def _neighbours(self, conn: Any, anchor: Any, *, before: int, after: int) -> list[Any]:
+        """The episodes around `anchor` with text, oldest first: up to `before` before it and
+        `after` after it, in its exact scope, within the gap."""
+        at = from_db(anchor["occurred_at"])
+        assert at is not None
+        scope = (anchor["user_id"], anchor["agent_id"], anchor["run_id"])
+        same_scope = "user_id IS ? AND agent_id IS ? AND run_id IS ? AND content != ''"
+        key = (anchor["occurred_at"], anchor["episode_row"])
+        earlier = (
+            conn.execute(
+                f"SELECT rowid, id, name, content FROM episodes WHERE {same_scope} "
+                "AND (occurred_at, rowid) < (?, ?) AND occurred_at >= ? "
+                "ORDER BY occurred_at DESC, rowid DESC LIMIT ?",
+                (*scope, *key, _shifted(at, -self.gap), before),
+            ).fetchall()
+            if before
+            else []
+        )
+        later = (
+            conn.execute(
+                f"SELECT rowid, id, name, content FROM episodes WHERE {same_scope} "
+                "AND (occurred_at, rowid) > (?, ?) AND occurred_at <= ? "
+                "ORDER BY occurred_at, rowid LIMIT ?",
+                (*scope, *key, _shifted(at, self.gap), after),
+            ).fetchall()
+            if after
+            else []
+        )
+        return [*reversed(earlier), *later]
+
+    @staticmethod
+    def _turn_rows(conn: Any, episode_ids: Iterable[str]) -> list[int]:
+        return [
+            row[0]
+            for row in conn.execute(
+                "SELECT DISTINCT m.row_id FROM memory_sources s JOIN memories m ON m.id = s.memory_id "
+                "WHERE s.episode_id IN (SELECT value FROM json_each(?)) AND m.kind = 'turn' "
+                "AND m.expired_at IS NULL",
+                (json.dumps(sorted(episode_ids)),),
+            )
+        ]
+
+
+# An episode as the anchor of a context window (aliases as `_neighbours` reads them).
+_ANCHOR_COLUMNS = "e.id AS episode_id, e.rowid AS episode_row, e.user_id, e.agent_id, e.run_id, e.occurred_at"
+
+
+def _text(neighbours: Sequence[Any]) -> str:
+    return "\n".join(
+        f"{row['name']}: {row['content']}" if row["name"] else row["content"] for row in neighbours
+    )

@@ -22,6 +22,7 @@ from dspy_memory.store.queries import (
     record_from_row,
     scope_predicate,
 )
+from dspy_memory.store.turns import TurnContext
 from dspy_memory.store.vectors import NO_USER, VectorIndex
 from dspy_memory.types import MemoryRecord, Scope
 from dspy_memory.util.timeutil import now_db
@@ -63,6 +64,7 @@ class NewMemory:
 class MemoryWrites:
     vectors: VectorIndex
     keywords: KeywordIndex
+    turn_context: TurnContext
     _conns: Connections
 
     def transaction(self) -> Any:  # provided by Store
@@ -124,11 +126,28 @@ class MemoryWrites:
                     ),
                 )
                 row_ids.append(cursor.lastrowid)
+            # A raw turn is indexed with the conversation around its episode (store/turns.py).
+            anchors = {
+                row_id: item.episode_ids[0]
+                for row_id, item in zip(row_ids, items)
+                if item.kind == "turn" and item.episode_ids
+            }
             self.keywords.insert(
                 conn,
                 [
                     (row_id, item.content, item.user_id, item.agent_id, item.run_id)
                     for row_id, item in zip(row_ids, items)
+                ],
+            )
+            contexts = {
+                row_id: self.turn_context.context_of(conn, episode) for row_id, episode in anchors.items()
+            }
+            self.keywords.set_contexts(
+                conn,
+                [
+                    (row_id, contexts[row_id][0], item.user_id, item.agent_id, item.run_id)
+                    for row_id, item in zip(row_ids, items)
+                    if row_id in contexts
                 ],
             )
             self.vectors.insert(
@@ -143,6 +162,7 @@ class MemoryWrites:
                 "INSERT OR IGNORE INTO memory_sources (memory_id, episode_id, created_at) VALUES (?, ?, ?)",
                 [(item.id, ep, created_at) for item in items for ep in item.episode_ids],
             )
+            self.turn_context.indexed(conn, contexts)
             conn.executemany(
                 _INSERT_EVENT,
                 [

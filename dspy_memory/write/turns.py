@@ -56,7 +56,6 @@ class TurnWriter:
             for memory_id, (row_id, episode_ids) in repeats.items():
                 self._store.turns.restated(row_id or inserted[memory_id], memory_id, episode_ids)
             row_ids = [*inserted.values(), *(row_id for row_id, _ in repeats.values() if row_id)]
-            self._store.refresh_turn_context([e.id for e in episodes if e.id in held])
             self._store.episodes.mark([e.id for e in episodes if e.id in held and not e.infer], "done")
             waiting = [e.id for e in episodes if e.id in held and e.infer]
             self._store.episodes.mark(waiting, "failed", error=error or NO_LM)
