@@ -153,7 +153,8 @@ def test_graph_search_reaches_a_memory_through_a_shared_entity(db_path):
         ]
 
     # A weight for two-hop questions (the default, tuned on LoCoMo, is lower; see docs/retrieval.md).
-    retrieval = {"graph_weight": 1.0}
+    # Hybrid without the graph stage, to compare with the graph recipe.
+    retrieval = {"graph_weight": 1.0, "graph_in_hybrid": False}
     with Memory(db_path, embedder=HashEmbedder(64), lm=fused_lm(decide_all), retrieval=retrieval) as memory:
         memory.add([{"role": "user", "content": text} for text in facts], user_id="ada", at="2024-03-10")
         question = "Where does Ada's sister live?"
@@ -171,6 +172,12 @@ def test_graph_search_reaches_a_memory_through_a_shared_entity(db_path):
             "Lyon" in hit.content
             for hit in memory.search(question, user_id="ada", k=5, recipe="graph", as_of="2024-03-09")
         )
+        # By default the hybrid recipe runs the graph stage too.
+        with Memory(memory.config, retrieval={"graph_weight": 1.0}) as default:
+            assert any(
+                "Lyon" in hit.content and hit.details.graph > 0
+                for hit in default.search(question, user_id="ada", k=5)
+            )
         # Off the scope's wall: another user's memories are never reached.
         memory.add("Beth's home town", user_id="bob", at="2024-03-10")
         assert {
