@@ -60,7 +60,6 @@ def assert_b_intact(memory, path):
     assert report.integrity == "ok" and not report.index_mismatch, report
     with memory.store.snapshot() as conn:
         conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
-        conn.execute("INSERT INTO turn_context_fts (turn_context_fts) VALUES ('integrity-check')")
 
 
 # -- raw mode --------------------------------------------------------------------------------

@@ -20,7 +20,6 @@ EXPECTED_TABLES = {
     "blocks",
     "block_versions",
     "memories_fts",
-    "turn_context_fts",
     "turn_context",
     "memory_vectors",
     "vector_partitions",

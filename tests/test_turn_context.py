@@ -147,7 +147,7 @@ def test_a_file_from_before_turn_context_gets_it_when_opened(tmp_path):
     conn.close()
     store = Store(path, turn_context_before=1, turn_context_after=1)
     with store.snapshot() as conn:
-        contexts = dict(conn.execute("SELECT rowid, context FROM turn_context_fts").fetchall())
+        contexts = dict(conn.execute("SELECT rowid, context FROM memories_fts").fetchall())
         links = conn.execute("SELECT row_id, episode_id FROM turn_context ORDER BY 1, 2").fetchall()
     store.close()
     assert contexts == {

@@ -47,16 +47,15 @@ def match_expression(
     scope_tokens: list[str] | None = None,
     *,
     require_all: bool = False,
-    column: str = "content",
 ) -> str | None:
-    """An FTS5 MATCH string: any (or all) of `terms` in `column`, all of `scope_tokens` in
-    `scope`."""
+    """An FTS5 MATCH string: any (or all) of `terms` in `content` or `context` (a raw turn's
+    conversation), all of `scope_tokens` in `scope`."""
     if not terms:
         return None
     # Terms hold only letters and digits; quoting makes FTS5 read keywords such as OR, NOT
     # and NEAR as plain words.
     content = (" AND " if require_all else " OR ").join(f'"{term}"' for term in terms)
-    expression = f"{column} : ({content})"
+    expression = f"{{content context}} : ({content})"
     if scope_tokens:
         scope = " AND ".join(f'"{token}"' for token in scope_tokens)
         expression = f"scope : ({scope}) AND {expression}"
@@ -78,10 +77,6 @@ def scope_tokens(user_id: str | None, agent_id: str | None, run_id: str | None) 
     if run_id is not None:
         tokens.append(scope_token("r", run_id))
     return tokens
-
-
-# The keyword index: memories' own text, and raw turns' conversation context (store/turns.py).
-_TABLES = ("memories_fts", "turn_context_fts")
 
 
 class KeywordIndex:
@@ -106,46 +101,39 @@ class KeywordIndex:
         self._cache_size = frequency_cache_size
         self._lock = threading.Lock()
 
-    def insert(self, conn: Any, rows: list[tuple[int, str, str | None, str | None, str | None]]) -> None:
-        """rows: (row_id, content, user_id, agent_id, run_id)."""
+    def insert(self, conn: Any, rows: list[tuple[int, str, str, str | None, str | None, str | None]]) -> None:
+        """rows: (row_id, content, context, user_id, agent_id, run_id); context: a raw turn's
+        conversation (store/turns.py), else empty."""
         conn.executemany(
-            "INSERT INTO memories_fts (rowid, content, scope) VALUES (?, ?, ?)",
-            [(row_id, content, " ".join(scope_tokens(u, a, r))) for row_id, content, u, a, r in rows],
+            "INSERT INTO memories_fts (rowid, content, context, scope) VALUES (?, ?, ?, ?)",
+            [
+                (row_id, content, context, " ".join(scope_tokens(u, a, r)))
+                for row_id, content, context, u, a, r in rows
+            ],
         )
 
-    def set_contexts(
-        self, conn: Any, rows: list[tuple[int, str, str | None, str | None, str | None]]
-    ) -> None:
-        """The conversation context of raw turns (store/turns.py), replacing what they had;
-        rows: (row_id, context, user_id, agent_id, run_id), an empty context: none."""
-        conn.execute(
-            "DELETE FROM turn_context_fts WHERE rowid IN (SELECT value FROM json_each(?))",
-            (json.dumps([row[0] for row in rows]),),
-        )
+    def set_contexts(self, conn: Any, contexts: list[tuple[int, str]]) -> None:
+        """Replace the conversation context of rows: (row_id, context)."""
         conn.executemany(
-            "INSERT INTO turn_context_fts (rowid, context, scope) VALUES (?, ?, ?)",
-            [(row_id, text, " ".join(scope_tokens(u, a, r))) for row_id, text, u, a, r in rows if text],
+            "UPDATE memories_fts SET context = ? WHERE rowid = ?",
+            [(text, row_id) for row_id, text in contexts],
         )
 
     def delete(self, conn: Any, row_ids: list[int]) -> int:
-        """Remove rows (and their contexts) from the index; returns how many rows it held."""
-        ids = json.dumps(row_ids)
-        conn.execute("DELETE FROM turn_context_fts WHERE rowid IN (SELECT value FROM json_each(?))", (ids,))
         return conn.execute(
-            "DELETE FROM memories_fts WHERE rowid IN (SELECT value FROM json_each(?))", (ids,)
+            "DELETE FROM memories_fts WHERE rowid IN (SELECT value FROM json_each(?))",
+            (json.dumps(row_ids),),
         ).rowcount
 
     def secure_delete(self, conn: Any, on: bool) -> None:
-        """FTS5 'secure-delete': a deleted row's terms leave the index segments at once."""
-        for table in _TABLES:
-            conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('secure-delete', ?)", (int(on),))
+        """FTS5 'secure-delete': a deleted or changed row's terms leave the segments at once."""
+        conn.execute("INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', ?)", (int(on),))
 
     def rebuild(self, conn: Any) -> None:
         # Deleted rows stay in FTS5 index segments until they are merged; 'rebuild' writes the
         # index anew from the stored text ('optimize' merged segments but, measured, could
         # leave a deleted term's bytes inside a leaf of the merged segment).
-        for table in _TABLES:
-            conn.execute(f"INSERT INTO {table} ({table}) VALUES ('rebuild')")
+        conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')")
         self.clear_cache()
 
     def clear_cache(self) -> None:
@@ -177,7 +165,7 @@ class KeywordIndex:
             )
             params: list[Any] = []
             for term in missing:
-                params += [f'content : "{term}"', cap + 1]
+                params += [f'{{content context}} : "{term}"', cap + 1]
             fetched = conn.execute(sql, params).fetchone()
             with self._lock:
                 for term, count in zip(missing, fetched):
@@ -193,8 +181,7 @@ class KeywordIndex:
     ) -> tuple[list[str], list[str] | None, bool] | None:
         """Which of `terms` to match (and whether all of them) and the scope tokens to filter
         by, in a scope of `scope_rows` of `total_rows` rows (`scope_rows` None: unknown, as for
-        scopes without a user). Term counts come from the memories' own text; a turn's context
-        is searched with the same terms."""
+        scopes without a user)."""
         if not terms:
             return None
         # The scope filter pays off only when the scope is a small part of the index; otherwise
@@ -242,37 +229,23 @@ class KeywordIndex:
         total_rows: int,
         reference: str,
     ) -> list[Candidate]:
-        """Best `n` rows satisfying `predicate` (over `memories m`) by BM25 (higher is better):
-        the BM25 of the memory's text, plus `context_weight` times that of a raw turn's
-        conversation context (each scored with its own length and statistics)."""
+        """Best `n` rows satisfying `predicate` (over `memories m`) by BM25 (higher is better);
+        a term in a raw turn's conversation context weighs `context_weight` of one in its text."""
         planned = self.plan(conn, terms, tokens, scope_rows=scope_rows, total_rows=total_rows)
         if planned is None or n <= 0:
             return []
         chosen, use_tokens, require_all = planned
         match = match_expression(chosen, use_tokens, require_all=require_all)
-        in_context = match_expression(chosen, use_tokens, require_all=require_all, column="context")
         # Rank inside FTS5 first, then apply the filters to the best rows only: joining every
         # matching row to `memories` before ranking costs ~1.5 us a row. Widen when filters
         # reject too many.
         fetch = n * 2
         while True:
-            scores: dict[int, float] = {}
-            found = 0
-            for table, expression, weight in (
-                ("memories_fts", match, 1.0),
-                ("turn_context_fts", in_context, self.context_weight),
-            ):
-                if weight <= 0:
-                    continue
-                rows = conn.execute(
-                    f"SELECT rowid, bm25({table}, 1.0, 0.0) AS rank FROM {table} "
-                    f"WHERE {table} MATCH ? ORDER BY rank LIMIT ?",
-                    (expression, fetch),
-                ).fetchall()
-                found = max(found, len(rows))
-                for row_id, rank in rows:
-                    scores[row_id] = scores.get(row_id, 0.0) - weight * rank
-            ranked = sorted(scores.items(), key=lambda pair: pair[1], reverse=True)
+            ranked = conn.execute(
+                "SELECT rowid, bm25(memories_fts, 1.0, 0.0, ?) AS rank FROM memories_fts "
+                "WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?",
+                (self.context_weight, match, fetch),
+            ).fetchall()
             kept = {
                 row[0]: row[1:]
                 for row in conn.execute(
@@ -280,7 +253,7 @@ class KeywordIndex:
                     [reference, json.dumps([row[0] for row in ranked]), *params],
                 )
             }
-            hits = [Candidate(row_id, score, *kept[row_id]) for row_id, score in ranked if row_id in kept]
-            if len(hits) >= n or found < fetch:
+            hits = [Candidate(row_id, -rank, *kept[row_id]) for row_id, rank in ranked if row_id in kept]
+            if len(hits) >= n or len(ranked) < fetch:
                 return hits[:n]
             fetch *= 4

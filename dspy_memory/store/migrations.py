@@ -229,20 +229,19 @@ _V3 = (
 # version back).
 _V4 = ("CREATE INDEX memories_turns ON memories (content_hash, valid_at) WHERE kind = 'turn'",)
 
-# Raw turns are found by their conversation too: the text around each one is indexed in its
-# own FTS5 table (a column of memories_fts would count towards the turn's length in BM25, so a
-# long context would push a turn's own words down), and `turn_context` records which episodes
-# each context quotes, so erasing an episode rebuilds the contexts that hold its words.
-# Contexts are rewritten as conversations go on: 'secure-delete' takes an old one's terms out
-# of the index segments at once. The contexts of existing turns are built by the Store right
-# after this migration (store/turns.py).
+# Raw turns are found by their conversation too: the keyword index gets a `context` column
+# (FTS5 tables cannot add one, so the index is rebuilt), and `turn_context` records which
+# episodes each context quotes, so erasing an episode rebuilds the contexts that hold its words.
+# Contexts are rewritten as conversations go on, so 'secure-delete' is on from now: a row's old
+# terms leave the index segments at once. The contexts of existing turns are built by the Store
+# right after this migration (store/turns.py).
 _V5 = (
-    """CREATE VIRTUAL TABLE turn_context_fts USING fts5(
-        context, scope, tokenize = 'porter unicode61 remove_diacritics 2'
+    """CREATE VIRTUAL TABLE memories_fts_v5 USING fts5(
+        content, scope, context, tokenize = 'porter unicode61 remove_diacritics 2'
     )""",
-    "INSERT INTO turn_context_fts (turn_context_fts, rank) VALUES ('secure-delete', 1)",
-    # The memories' index too, from the start: a deletion (an erasure, a raw turn replaced by
-    # facts) removes the row's terms from the segments at once, whatever the order of writes.
+    "INSERT INTO memories_fts_v5 (rowid, content, scope, context) SELECT rowid, content, scope, '' FROM memories_fts",
+    "DROP TABLE memories_fts",
+    "ALTER TABLE memories_fts_v5 RENAME TO memories_fts",
     "INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', 1)",
     """CREATE TABLE turn_context (
         row_id INTEGER NOT NULL,

@@ -148,12 +148,7 @@ class TurnContext:
                 if anchor is not None and self.enabled
                 else []
             )
-            scope = (
-                (anchor["user_id"], anchor["agent_id"], anchor["run_id"])
-                if anchor is not None
-                else (None,) * 3
-            )
-            contexts.append((row_id, _text(neighbours), *scope))
+            contexts.append((row_id, _text(neighbours)))
             conn.executemany(
                 "INSERT OR IGNORE INTO turn_context (row_id, episode_id) VALUES (?, ?)",
                 [(row_id, row["id"]) for row in neighbours],

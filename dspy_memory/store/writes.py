@@ -132,22 +132,21 @@ class MemoryWrites:
                 for row_id, item in zip(row_ids, items)
                 if item.kind == "turn" and item.episode_ids
             }
-            self.keywords.insert(
-                conn,
-                [
-                    (row_id, item.content, item.user_id, item.agent_id, item.run_id)
-                    for row_id, item in zip(row_ids, items)
-                ],
-            )
             contexts = {
                 row_id: self.turn_context.context_of(conn, episode) for row_id, episode in anchors.items()
             }
-            self.keywords.set_contexts(
+            self.keywords.insert(
                 conn,
                 [
-                    (row_id, contexts[row_id][0], item.user_id, item.agent_id, item.run_id)
+                    (
+                        row_id,
+                        item.content,
+                        contexts.get(row_id, ("", []))[0],
+                        item.user_id,
+                        item.agent_id,
+                        item.run_id,
+                    )
                     for row_id, item in zip(row_ids, items)
-                    if row_id in contexts
                 ],
             )
             self.vectors.insert(
