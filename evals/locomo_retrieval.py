@@ -17,7 +17,9 @@ is shown, the observations of those turns (subject: the speaker; valid at: the s
 so the memories are what a good extractor would write, stored the way the write path stores them
 (entities, dates, provenance picked by word overlap). The object of a fact is the first other
 name in it (a capitalised word not starting a sentence), the entity graph expansion follows. A fact hit counts for the evidence turns
-of its provenance; recall@k is the share of evidence turns covered by the top k facts.
+of its provenance; recall@k is the share of evidence turns covered by the top k facts. Turns
+no observation came from are kept raw by the write path (no input is lost); the search is
+limited to facts, so recall is through the facts alone.
 """
 
 from __future__ import annotations
@@ -161,8 +163,10 @@ def evaluate(
     categories: tuple[int, ...] = (1, 2, 3, 4),
     ks: tuple[int, ...] = KS,
     fresh_embeddings: bool = True,
+    kinds: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Evidence recall@k per recipe, overall and per category, plus search latency."""
+    """Evidence recall@k per recipe, overall and per category, plus search latency; `kinds`
+    limits the search to those kinds of memory."""
     results: dict[str, Any] = {}
     for recipe in recipes:
         # Each recipe pays for its own query embeddings, so latencies compare fairly.
@@ -186,7 +190,7 @@ def evaluate(
                     continue
                 start = time.perf_counter()
                 hits = memory.search(
-                    question.question, user_id=conversation.sample_id, k=max(ks), recipe=recipe
+                    question.question, user_id=conversation.sample_id, k=max(ks), recipe=recipe, kinds=kinds
                 )
                 latencies.append((time.perf_counter() - start) * 1000)
                 ranked = [evidence_of(hit) for hit in hits]
@@ -237,9 +241,13 @@ def sweep(args: argparse.Namespace, conversations: list[Conversation]) -> dict[s
     fusion: list[dict[str, Any]] = []
     stages: list[dict[str, Any]] = []
 
+    kinds = ["fact"] if args.facts == "observation" else None
+
     def measure(db: str, settings: dict[str, Any]) -> dict[str, Any]:
         with Memory(db, embedder=embedder, retrieval=settings) as memory:
-            result = evaluate(memory, conversations, ["hybrid"], fresh_embeddings=False)["hybrid"]
+            result = evaluate(memory, conversations, ["hybrid"], fresh_embeddings=False, kinds=kinds)[
+                "hybrid"
+            ]
         recall = result["recall"]
         return {
             "R@10": recall["overall"]["R@10"],
@@ -395,9 +403,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     for c in progress(conversations, desc="conversations indexed")
                 )
         index_seconds = time.perf_counter() - start
+        kinds = ["fact"] if args.facts == "observation" else None
         with Memory(db, embedder=embedder, **settings) as memory:
-            memories = memory.stats()["current_memories"]
-            results = evaluate(memory, conversations, recipes)
+            memories = sum(
+                len(memory.get_all(user_id=c.sample_id, kinds=kinds, limit=100_000)) for c in conversations
+            )
+            results = evaluate(memory, conversations, recipes, kinds=kinds)
 
     groups = ["overall"] + [CATEGORY_NAMES[c] for c in (1, 2, 3, 4)]
     rows = []
