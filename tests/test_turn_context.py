@@ -156,3 +156,36 @@ def test_a_file_from_before_turn_context_gets_it_when_opened(tmp_path):
         3: f"answer {WORDS[1]}",
     }
     assert [tuple(link) for link in links] == [(1, "e2"), (2, "e1"), (2, "e3"), (3, "e2")]
+
+
+def contexts(memory):
+    with memory.store.snapshot() as conn:
+        rows = conn.execute(
+            "SELECT m.content, f.context FROM memories_fts f JOIN memories m ON m.row_id = f.rowid"
+        ).fetchall()
+    return {row[0]: row[1] for row in rows}
+
+
+def test_history_added_out_of_order_gets_the_same_contexts(tmp_path, monkeypatch):
+    """Sessions added newest first, one message at a time, or in one batch read in pieces:
+    every turn ends with the context of its own stretch of conversation."""
+    sessions = [
+        ("2026-05-01T10:00:00Z", [f"early {WORDS[i]}" for i in range(0, 4)]),
+        ("2026-05-03T10:00:00Z", [f"late {WORDS[i]}" for i in range(4, 8)]),
+    ]
+    with Memory(str(tmp_path / "in_order.db"), embedder=HashEmbedder(32)) as memory:
+        for at, texts in sessions:
+            memory.add(texts, user_id="u", at=at)
+        expected = contexts(memory)
+    assert expected[f"early {WORDS[1]}"] == f"early {WORDS[0]}\nearly {WORDS[2]}"
+    assert expected[f"late {WORDS[4]}"] == f"late {WORDS[5]}"  # the other session is days away
+    with Memory(str(tmp_path / "reversed.db"), embedder=HashEmbedder(32)) as memory:
+        for at, texts in reversed(sessions):
+            memory.add(texts, user_id="u", at=at)
+        assert contexts(memory) == expected
+    monkeypatch.setattr("dspy_memory.store.turns._SPAN_LIMIT", 1)  # every window read on its own
+    with Memory(str(tmp_path / "one_by_one.db"), embedder=HashEmbedder(32)) as memory:
+        for at, texts in sessions:
+            for text in texts:
+                memory.add(text, user_id="u", at=at)
+        assert contexts(memory) == expected

@@ -74,7 +74,7 @@ class TurnContext:
 
     A new episode (a message, a logged step) joins the contexts of the few stored turns whose
     window reaches it (`episodes_added`); a new turn's context is written with its keyword entry
-    (`context_of`, then `indexed` records the episodes it quotes). Those links (`turn_context`)
+    (`contexts_of`, then `indexed` records the episodes it quotes). Those links (`turn_context`)
     let erasure rebuild every context that quoted an erased episode (`rebuild_after_erasure`).
     """
 
@@ -88,15 +88,14 @@ class TurnContext:
     def enabled(self) -> bool:
         return bool(self.before or self.after)
 
-    def context_of(self, conn: Any, episode_id: str) -> tuple[str, list[str]]:
-        """The context text of a turn said in `episode_id`, and the episodes it quotes."""
-        anchor = conn.execute(
-            f"SELECT {_ANCHOR_COLUMNS} FROM episodes e WHERE e.id = ?", (episode_id,)
-        ).fetchone()
-        if anchor is None or not self.enabled:
-            return "", []
-        neighbours = self._neighbours(conn, anchor, before=self.before, after=self.after)
-        return _text(neighbours), [row["id"] for row in neighbours]
+    def contexts_of(self, conn: Any, episode_ids: Sequence[str]) -> dict[str, tuple[str, list[str]]]:
+        """{episode id: (the context text of a turn said in it, the episodes that text quotes)}."""
+        if not self.enabled:
+            return {episode_id: ("", []) for episode_id in episode_ids}
+        windows = self._windows(conn, episode_ids, before=self.before, after=self.after)
+        return {
+            episode_id: (_text(rows), [row["id"] for row in rows]) for episode_id, rows in windows.items()
+        }
 
     def episodes_added(self, conn: Any, episode_ids: Sequence[str]) -> int:
         """Rebuild the raw turns whose window now reaches one of these new episodes: those up to
@@ -104,15 +103,10 @@ class TurnContext:
         order). Returns how many were rebuilt."""
         if not self.enabled or not episode_ids:
             return 0
-        reached: set[str] = set()
-        for anchor in conn.execute(
-            f"SELECT {_ANCHOR_COLUMNS} FROM episodes e WHERE e.id IN (SELECT value FROM json_each(?))",
-            (json.dumps(list(episode_ids)),),
-        ).fetchall():
-            reached.update(
-                row["id"] for row in self._neighbours(conn, anchor, before=self.after, after=self.before)
-            )
-        return self.rebuild(conn, self._turn_rows(conn, reached - set(episode_ids)))
+        # The windows that reach an episode are its own window turned around.
+        windows = self._windows(conn, episode_ids, before=self.after, after=self.before)
+        reached = {row["id"] for rows in windows.values() for row in rows} - set(episode_ids)
+        return self.rebuild(conn, self._turn_rows(conn, reached))
 
     def indexed(self, conn: Any, contexts: dict[int, tuple[str, list[str]]]) -> None:
         """New turn rows were inserted with `contexts` ({row id: (text, episode ids)}): record
@@ -140,14 +134,20 @@ class TurnContext:
         conn.execute(
             "DELETE FROM turn_context WHERE row_id IN (SELECT value FROM json_each(?))", (json.dumps(wanted),)
         )
+        windows = (
+            self._windows(
+                conn,
+                [anchor["episode_id"] for anchor in first.values()],
+                before=self.before,
+                after=self.after,
+            )
+            if self.enabled
+            else {}
+        )
         contexts = []
         for row_id in wanted:
             anchor = first.get(row_id)
-            neighbours = (
-                self._neighbours(conn, anchor, before=self.before, after=self.after)
-                if anchor is not None and self.enabled
-                else []
-            )
+            neighbours = windows.get(anchor["episode_id"], []) if anchor is not None else []
             contexts.append((row_id, _text(neighbours)))
             conn.executemany(
                 "INSERT OR IGNORE INTO turn_context (row_id, episode_id) VALUES (?, ?)",
@@ -183,35 +183,89 @@ class TurnContext:
         ]
         return self.rebuild(conn, rows)
 
-    def _neighbours(self, conn: Any, anchor: Any, *, before: int, after: int) -> list[Any]:
-        """The episodes around `anchor` with text, oldest first: up to `before` before it and
-        `after` after it, in its exact scope, within the gap."""
+    def _windows(
+        self, conn: Any, episode_ids: Sequence[str], *, before: int, after: int
+    ) -> dict[str, list[Any]]:
+        """For each episode: the episodes with text around it, oldest first, up to `before`
+        before it and `after` after it in (occurred_at, insertion) order, in its exact scope and
+        within the gap. A batch's episodes of one scope are read in one span (a message batch
+        is contiguous), so the cost does not grow with a query per episode."""
+        anchors = conn.execute(
+            f"SELECT {_ANCHOR_COLUMNS} FROM episodes e WHERE e.id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(dict.fromkeys(episode_ids))),),
+        ).fetchall()
+        scopes: dict[tuple[Any, ...], list[Any]] = {}
+        for anchor in anchors:
+            scopes.setdefault((anchor["user_id"], anchor["agent_id"], anchor["run_id"]), []).append(anchor)
+        windows: dict[str, list[Any]] = {}
+        for scope, group in scopes.items():
+            group.sort(key=lambda anchor: (anchor["occurred_at"], anchor["episode_row"]))
+            first, last = group[0], group[-1]
+            middle = conn.execute(
+                f"SELECT rowid, id, name, content, occurred_at FROM episodes WHERE {_SAME_SCOPE} "
+                "AND (occurred_at, rowid) >= (?, ?) AND (occurred_at, rowid) <= (?, ?) "
+                "ORDER BY occurred_at, rowid LIMIT ?",
+                (
+                    *scope,
+                    first["occurred_at"],
+                    first["episode_row"],
+                    last["occurred_at"],
+                    last["episode_row"],
+                    _SPAN_LIMIT + 1,
+                ),
+            ).fetchall()
+            if len(middle) > _SPAN_LIMIT:  # history added far out of order: one window at a time
+                for anchor in group:
+                    windows[anchor["episode_id"]] = self._neighbours(conn, anchor, before=before, after=after)
+                continue
+            sequence = [
+                *reversed(self._side(conn, first, scope, before, earlier=True)),
+                *middle,
+                *self._side(conn, last, scope, after, earlier=False),
+            ]
+            places = {row["id"]: index for index, row in enumerate(sequence)}
+            for anchor in group:
+                at = from_db(anchor["occurred_at"])
+                assert at is not None
+                low, high = _shifted(at, -self.gap), _shifted(at, self.gap)
+                index = places[anchor["episode_id"]]
+                earlier = [row for row in reversed(sequence[:index]) if row["content"]]
+                later = [row for row in sequence[index + 1 :] if row["content"]]
+                windows[anchor["episode_id"]] = [
+                    *reversed([row for row in earlier[:before] if row["occurred_at"] >= low]),
+                    *[row for row in later[:after] if row["occurred_at"] <= high],
+                ]
+        return windows
+
+    def _side(
+        self, conn: Any, anchor: Any, scope: tuple[Any, ...], count: int, *, earlier: bool
+    ) -> list[Any]:
+        """Up to `count` episodes with text just before (or after) `anchor` within the gap,
+        nearest first."""
+        if not count:
+            return []
         at = from_db(anchor["occurred_at"])
         assert at is not None
-        scope = (anchor["user_id"], anchor["agent_id"], anchor["run_id"])
-        same_scope = "user_id IS ? AND agent_id IS ? AND run_id IS ? AND content != ''"
         key = (anchor["occurred_at"], anchor["episode_row"])
-        earlier = (
-            conn.execute(
-                f"SELECT rowid, id, name, content FROM episodes WHERE {same_scope} "
-                "AND (occurred_at, rowid) < (?, ?) AND occurred_at >= ? "
-                "ORDER BY occurred_at DESC, rowid DESC LIMIT ?",
-                (*scope, *key, _shifted(at, -self.gap), before),
-            ).fetchall()
-            if before
-            else []
-        )
-        later = (
-            conn.execute(
-                f"SELECT rowid, id, name, content FROM episodes WHERE {same_scope} "
-                "AND (occurred_at, rowid) > (?, ?) AND occurred_at <= ? "
-                "ORDER BY occurred_at, rowid LIMIT ?",
-                (*scope, *key, _shifted(at, self.gap), after),
-            ).fetchall()
-            if after
-            else []
-        )
-        return [*reversed(earlier), *later]
+        if earlier:
+            sql = "(occurred_at, rowid) < (?, ?) AND occurred_at >= ? ORDER BY occurred_at DESC, rowid DESC"
+            bound = _shifted(at, -self.gap)
+        else:
+            sql = "(occurred_at, rowid) > (?, ?) AND occurred_at <= ? ORDER BY occurred_at, rowid"
+            bound = _shifted(at, self.gap)
+        return conn.execute(
+            f"SELECT rowid, id, name, content, occurred_at FROM episodes WHERE {_SAME_SCOPE} "
+            f"AND content != '' AND {sql} LIMIT ?",
+            (*scope, *key, bound, count),
+        ).fetchall()
+
+    def _neighbours(self, conn: Any, anchor: Any, *, before: int, after: int) -> list[Any]:
+        """The episodes with text around one `anchor`, oldest first."""
+        scope = (anchor["user_id"], anchor["agent_id"], anchor["run_id"])
+        return [
+            *reversed(self._side(conn, anchor, scope, before, earlier=True)),
+            *self._side(conn, anchor, scope, after, earlier=False),
+        ]
 
     @staticmethod
     def _turn_rows(conn: Any, episode_ids: Iterable[str]) -> list[int]:
@@ -225,6 +279,11 @@ class TurnContext:
             )
         ]
 
+
+_SAME_SCOPE = "user_id IS ? AND agent_id IS ? AND run_id IS ?"
+# Episodes read in one span for a batch's windows; more (a batch spread over a long stretch of
+# existing history) and each window is read on its own.
+_SPAN_LIMIT = 5000
 
 # An episode as the anchor of a context window (aliases as `_neighbours` reads them).
 _ANCHOR_COLUMNS = "e.id AS episode_id, e.rowid AS episode_row, e.user_id, e.agent_id, e.run_id, e.occurred_at"

@@ -132,9 +132,8 @@ class MemoryWrites:
                 for row_id, item in zip(row_ids, items)
                 if item.kind == "turn" and item.episode_ids
             }
-            contexts = {
-                row_id: self.turn_context.context_of(conn, episode) for row_id, episode in anchors.items()
-            }
+            around = self.turn_context.contexts_of(conn, list(anchors.values())) if anchors else {}
+            contexts = {row_id: around[episode] for row_id, episode in anchors.items() if episode in around}
             self.keywords.insert(
                 conn,
                 [
