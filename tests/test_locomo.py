@@ -1,3 +1,4 @@
+import itertools
 import json
 from pathlib import Path
 
@@ -185,3 +186,25 @@ def test_observation_mode_stores_the_authors_facts_through_the_write_path(tmp_pa
         ]
     # "What is Caroline researching?" is answered by the fact, which stands for turn D2:2.
     assert report["results"]["keyword"]["recall"]["single-hop"]["R@5"] == 1.0
+
+
+def test_sweep_tries_every_window_and_setting_and_ranks_the_defaults(mini_file, tmp_path, capsys):
+    from evals.locomo_sweep import SWEEP_FUSION, SWEEP_STAGES, SWEEP_WINDOWS
+
+    report = main(
+        ["--data", str(mini_file), "--embedder", "test", "--sweep"]
+        + ["--out", str(tmp_path / "s.json"), "--plot", str(tmp_path / "s.png")]
+    )
+    per_window = len(SWEEP_FUSION["rrf_k"]) * len(SWEEP_FUSION["dense_weight"])
+    windows = {(p["turn_context_before"], p["turn_context_after"]) for p in report["fusion"]["points"]}
+    assert windows == set(SWEEP_WINDOWS)
+    # No context: its weight changes nothing, so one weight is tried there.
+    assert len(report["fusion"]["points"]) == per_window * (
+        1 + len(SWEEP_FUSION["keyword_context_weight"]) * (len(SWEEP_WINDOWS) - 1)
+    )
+    assert len(report["boosts and graph"]["points"]) == len(list(itertools.product(*SWEEP_STAGES.values())))
+    points = report["fusion"]["points"]
+    assert [p["R@10"] for p in points] == sorted((p["R@10"] for p in points), reverse=True)
+    printed = capsys.readouterr().out
+    assert "the defaults {'turn_context_before': 2" in printed and "rank " in printed
+    assert json.loads((tmp_path / "s.json").read_text())["stored"] == "turns"

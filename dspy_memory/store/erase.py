@@ -213,9 +213,9 @@ class Eraser:
         counts["episodes"] = conn.execute(
             "DELETE FROM episodes WHERE id IN (SELECT value FROM json_each(?))", (_ids(episode_ids),)
         ).rowcount
-        # Raw turns next to an erased episode were indexed with its words: rebuilt without them,
-        # with FTS5 'secure-delete' on so the old context leaves the index segments too.
-        self._keywords.secure_delete(conn, True)
+        # Raw turns next to an erased episode were indexed with its words: rebuilt without them
+        # ('secure-delete' is on from the file's creation, so the old context leaves the index
+        # segments too).
         counts["contexts_rebuilt"] = self._turn_context.rebuild_after_erasure(
             conn, [row["row_id"] for row in rows], episode_ids
         )

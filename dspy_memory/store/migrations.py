@@ -258,6 +258,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "raw turns by text and time", _V4),
     Migration(5, "raw turns indexed with their conversation context", _V5),
 )
+# The migration after which the Store builds the contexts of the turns the file already held.
+TURN_CONTEXT_VERSION = 5
 LATEST_VERSION = MIGRATIONS[-1].version
 
 

@@ -18,7 +18,7 @@ from dspy_memory.store.connection import Connections, resolve_driver
 from dspy_memory.store.episodes import EpisodeLog
 from dspy_memory.store.erase import Eraser
 from dspy_memory.store.graph import EntityGraph
-from dspy_memory.store.migrations import migrate
+from dspy_memory.store.migrations import TURN_CONTEXT_VERSION, migrate
 from dspy_memory.store.queries import (
     CANDIDATES_FROM,
     ENTITY_JOINS,
@@ -138,7 +138,7 @@ class Store(MemoryWrites):
             with self._conns.read() as conn:
                 applied = migrate(conn)
                 bound = self._meta(conn, "embedder_dim")
-            if 5 in applied:
+            if TURN_CONTEXT_VERSION in applied:
                 with self._conns.transaction() as conn:
                     self.turn_context.rebuild_all(conn)
         except drivers.DatabaseError as exc:
@@ -302,16 +302,19 @@ class Store(MemoryWrites):
 
     # -- search --------------------------------------------------------------------------------
 
+    def _sizes(self, conn: Any, scope: Scope) -> tuple[int, int | None]:
+        """(rows in the file, rows in the scope's partition). Row counts are kept per user
+        (user-less rows: NO_USER); the size of an any-user scope is unknown (None)."""
+        partition = _partition(scope)
+        state = self.vectors.state(conn, partition)
+        return state.total_rows, state.rows if partition is not None else None
+
     def keyword_search(
         self, terms: list[str], scope: Scope, predicate: Predicate, n: int, *, reference: str
     ) -> list[Candidate]:
         """BM25 over memory content, best first; candidate ages are measured to `reference`."""
-        partition = _partition(scope)
         with self._conns.read() as conn:
-            # Row counts are kept per user (user-less rows: NO_USER); the size of an any-user
-            # scope is unknown.
-            state = self.vectors.state(conn, partition)
-            total_rows, scope_rows = state.total_rows, state.rows if partition is not None else None
+            total_rows, scope_rows = self._sizes(conn, scope)
             return self.keywords.search(
                 conn,
                 terms,
@@ -344,14 +347,12 @@ class Store(MemoryWrites):
         reference: str,
     ) -> list[tuple[int, float, Candidate]]:
         """Memories sharing an entity with the `seeds` (see EntityGraph.linked)."""
-        partition = _partition(scope)
         with self._conns.read() as conn:
-            state = self.vectors.state(conn, partition)
-        scope_rows = state.rows if partition is not None else state.total_rows
+            total_rows, scope_rows = self._sizes(conn, scope)
         return self.graph.linked(
             seeds,
             predicate,
-            scope_rows=scope_rows,
+            scope_rows=total_rows if scope_rows is None else scope_rows,
             max_share=max_share,
             per_entity=per_entity,
             reference=reference,
