@@ -11,7 +11,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 try:  # Python >= 3.11
     import tomllib
@@ -40,11 +40,14 @@ class RetrievalConfig(BaseModel):
     candidates: int = Field(30, ge=1)
     candidate_factor: int = Field(2, ge=1)
     # Rescoring: final = (1 - sum(w)) * fused_normalized + w_r * recency + w_i * importance
-    # + w_s * strength_normalized.
+    # + w_s * strength_normalized + w_retention * retention.
     recency_weight: float = Field(0.05, ge=0, le=1)
     recency_half_life_days: float = Field(30.0, gt=0)
     importance_weight: float = Field(0.05, ge=0, le=1)
     strength_weight: float = Field(0.0, ge=0, le=1)
+    # + w_retention * the forgetting curve's retention (lifecycle.base_days, importance_boost):
+    # memories recalled lately, often or important rank a little higher.
+    retention_weight: float = Field(0.05, ge=0, le=1)
     # Dense search is a binary (sign-bit) coarse pass, then exact cosine rescoring of
     # max(coarse_min, k * coarse_factor) candidates (MiniLM: top-100 codes hold ~99% of the
     # exact top 10).
@@ -143,6 +146,46 @@ class WriteConfig(BaseModel):
     claim_lease_seconds: float = Field(600.0, gt=0)
 
 
+class LifecycleSettings(BaseModel):
+    """What maintenance archives (docs/lifecycle.md); `Memory.lifecycle_settings(...)` overrides
+    these per scope, in the file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # A memory is archived when its retention R = exp(-dt / S) falls below `archive_below`...
+    archive_below: float = Field(0.05, gt=0, lt=1)
+    # ...unless it was stored less than `min_age_days` ago, recalled at least `keep_recalls`
+    # times (None: no such limit), or its importance is at least `keep_importance`.
+    min_age_days: float = Field(30.0, ge=0)
+    keep_recalls: int | None = Field(None, ge=1)
+    keep_importance: float = Field(0.9, gt=0, le=1)
+    # "archive": forgotten memories are archived one by one. "summarize": with an LM, forgotten
+    # memories of a scope are condensed, `summarize_group` at a time (oldest first), into
+    # summary memories that point to them (they are archived); without an LM, archived.
+    strategy: Literal["archive", "summarize"] = "archive"
+    summarize_group: int = Field(8, ge=2, le=50)
+
+
+class LifecycleConfig(LifecycleSettings):
+    """The forgetting curve and maintenance (docs/lifecycle.md).
+
+    Retention R = exp(-dt / S): dt is the days since the last recall (a search that returned
+    it, a get(), a restatement) or, never recalled, since it was stored; the stability
+    S = base_days * (strength + recalls) * (1 + importance_boost * importance), where strength
+    starts at 1 and grows by write.confirm_strength each time the fact is stated again. A
+    memory never recalled, of importance 0.5, keeps R above 0.05 for about 135 days."""
+
+    base_days: float = Field(30.0, gt=0)
+    importance_boost: float = Field(1.0, ge=0)
+    # Kinds that never decay (profile documents and core blocks live apart and never do either).
+    protected_kinds: tuple[str, ...] = ("profile",)
+    # Merge near-duplicates (cosine similarity >= merge_similarity, or one subject and predicate)
+    # with the LM during maintain(consolidate=True): at most `max_clusters` clusters per scope.
+    merge_similarity: float = Field(0.9, gt=0, le=1)
+    max_clusters: int = Field(20, ge=1)
+    max_cluster_size: int = Field(8, ge=2, le=50)
+
+
 class MemoryConfig(BaseModel):
     """Configuration of a `Memory`. Build it directly, from TOML, or from DSPY_MEMORY_* env vars."""
 
@@ -161,6 +204,23 @@ class MemoryConfig(BaseModel):
     embed_cache_size: int = Field(10_000, ge=0)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     write: WriteConfig = Field(default_factory=WriteConfig)
+    lifecycle: LifecycleConfig = Field(default_factory=LifecycleConfig)
+    # Run `maintain()` for every scope this often ("12h", "1d", "1w", or seconds) in the
+    # background writer's thread; None: only when called.
+    maintenance_every: str | float | None = None
+
+    @field_validator("maintenance_every")
+    @classmethod
+    def _interval(cls, value: str | float | None) -> float | None:
+        from dspy_memory.util.timeutil import interval_seconds
+
+        if value is None:
+            return None
+        try:
+            return interval_seconds(value, "maintenance_every")
+        except Exception as exc:  # a ValueError is what pydantic reports as a validation error
+            raise ValueError(str(exc)) from None
+
     # The LM that writes memories, as a DSPy model string ("ollama_chat/llama3.2",
     # "openai/gpt-4o-mini", "anthropic/claude-3-5-haiku-latest"). None: the LM set with
     # dspy.configure(lm=...), if any; without one, add() stores raw turns.

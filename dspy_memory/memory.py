@@ -12,7 +12,7 @@ from typing import Any
 from typing_extensions import Unpack
 
 from dspy_memory.agent.profile import ProfileUpdate
-from dspy_memory.config import MemoryConfig
+from dspy_memory.config import LifecycleSettings, MemoryConfig
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.graph import MemoryGraph
 from dspy_memory.parts import build_parts, config_with
@@ -28,6 +28,7 @@ from dspy_memory.types import (
     Episode,
     Event,
     Hit,
+    MaintenanceReport,
     MemoryRecord,
     Scope,
 )
@@ -77,6 +78,9 @@ class Memory:
         self.programs_in_use, self._reading_programs = parts.programs_in_use, parts.reading_programs
         self._lm, self._retriever = parts.lm, parts.retriever
         self._writer, self._background = parts.writer, parts.background
+        self._maintainer = parts.maintainer
+        if config.maintenance_every is not None:
+            self._background.schedule(config.maintenance_every, self._scheduled_maintenance)
         self._scopes = ScopeRules(config.scope_mode)
         # Unfinished episodes of an earlier process are resumed on first use (see `resume`),
         # never while constructing: that may call an LM.
@@ -172,20 +176,25 @@ class Memory:
         known_at: TimeLike | None = None,
         kinds: Sequence[str] | None = None,
         filters: dict[str, Any] | None = None,
+        include_archived: bool = False,
         **scope: Unpack[ScopeArgs],
     ) -> list[Hit]:
         """The `k` memories most relevant to `query`, best first: what is true now, or what was
         true at world time `as_of`, as believed at system time `known_at`. Recipes: "hybrid"
-        (default), "dense", "keyword". agent_id and run_id left out match any."""
+        (default), "dense", "keyword", "graph". agent_id and run_id left out match any.
+        Memories archived by `maintain()` are found only with include_archived=True."""
         where = self._scope("search", scope)
-        options = dict(k=k, recipe=recipe, kinds=kinds, filters=filters)
+        options = dict(k=k, recipe=recipe, kinds=kinds, filters=filters, include_archived=include_archived)
         return self._retriever.search_at(query, where, as_of=as_of, known_at=known_at, **options)
 
     def get(self, memory_id: str, **owner: Unpack[OwnerArgs]) -> MemoryRecord | None:
-        """The current version of a memory (or its last version, marked expired), or None."""
+        """The current version of a memory (or its last version, marked expired), or None.
+        Reading a memory is a recall: it slows its forgetting (docs/lifecycle.md)."""
         memory_id, where = self._owned("get", memory_id, owner)
         self._retriever.flush()
-        return self.store.get_memory(memory_id, scope=where)
+        self.store.recall(memory_id, scope=where)
+        record = self.store.get_memory(memory_id, scope=where)
+        return self._retriever.with_retention(record) if record is not None else None
 
     def get_all(
         self,
@@ -196,11 +205,15 @@ class Memory:
         known_at: TimeLike | None = None,
         limit: int = 100,
         offset: int = 0,
+        include_archived: bool = False,
         **scope: Unpack[ScopeArgs],
     ) -> list[MemoryRecord]:
         """Memories of a scope, newest first, with the same filters as `search`."""
         where, view = self._scope("get_all", scope), dict(as_of=as_of, known_at=known_at)
-        return self._retriever.list(where, kinds=kinds, filters=filters, limit=limit, offset=offset, **view)
+        options = dict(
+            kinds=kinds, filters=filters, limit=limit, offset=offset, include_archived=include_archived
+        )
+        return self._retriever.list(where, **options, **view)
 
     def history(self, memory_id: str, **owner: Unpack[OwnerArgs]) -> list[Event]:
         """How a memory changed: its ADD, UPDATE, INVALIDATE, ... events, oldest first."""
@@ -318,9 +331,65 @@ class Memory:
         return self.store.audit(single_valued=SINGLE_VALUED_PREDICATES)
 
     def stats(self) -> dict[str, Any]:
-        """Row counts, the embedder, and what the write program has cost so far."""
+        """Row counts, the embedder, what the write program has cost so far, and the lifecycle:
+        archived and pinned memories, retention quantiles of the active ones."""
         self._first_use()
-        return {**self.store.stats(), "writes": self.store.runs.totals()}
+        self._retriever.flush()
+        stats = self.store.stats()
+        return {**stats, "writes": self.store.runs.totals(), "lifecycle": self._maintainer.overview()}
+
+    # -- lifecycle (docs/lifecycle.md) ---------------------------------------------------------
+
+    def maintain(
+        self, *, consolidate: bool = False, dry_run: bool = False, **owner: Unpack[OwnerArgs]
+    ) -> MaintenanceReport:
+        """Apply the forgetting curve to a scope (or all_scopes=True): archive memories whose
+        retention fell below the scope's threshold (DECAY events; `restore()` brings one back),
+        or summarize them with the LM (strategy "summarize"); bring back archived memories that
+        were recalled. consolidate=True: the LM also merges near-duplicates. Pinned memories,
+        profiles and core blocks never decay. Running it twice changes nothing the second time."""
+        self._first_use()
+        where = self._scopes.owner("maintain", owner)
+        lm = self._lm_for(True) if consolidate else self._lm_for(None)
+        return self._maintainer.run(where, lm=lm, consolidate=consolidate, dry_run=dry_run)
+
+    def restore(self, memory_id: str, **owner: Unpack[OwnerArgs]) -> MemoryRecord:
+        """Make an archived memory active again (a RESTORE event); it counts as a recall."""
+        memory_id, where = self._owned("restore", memory_id, owner)
+        record, _ = self.store.restore(memory_id, scope=where, actor="user")
+        return self._retriever.with_retention(record)
+
+    def pin(self, memory_id: str, pinned: bool = True, **owner: Unpack[OwnerArgs]) -> MemoryRecord:
+        """Pin a memory so it never decays (pinned=False: unpin); an archived one is restored."""
+        memory_id, where = self._owned("pin", memory_id, owner)
+        if not isinstance(pinned, bool):
+            raise InvalidInputError(f"pinned must be True or False, not {type(pinned).__name__}")
+        return self._retriever.with_retention(self.store.set_pinned(memory_id, scope=where, pinned=pinned))
+
+    def lifecycle_settings(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        reset: bool = False,
+        **settings: Any,
+    ) -> LifecycleSettings:
+        """The compaction settings of a scope (thresholds of age, recalls and importance;
+        strategy "archive" or "summarize"), stored in the file when given, e.g.
+        `lifecycle_settings(user_id="ada", min_age_days=90, strategy="summarize")`; reset=True
+        forgets the stored ones first. `maintain()` follows them; see LifecycleSettings."""
+        where = self._scope(
+            "lifecycle_settings", dict(user_id=user_id, agent_id=agent_id, run_id=run_id), exact=True
+        )
+        if settings or reset:
+            return self._maintainer.save_settings(where, settings, reset=reset)
+        return self._maintainer.settings_for((where.user_id, where.agent_id, where.run_id))
+
+    def _scheduled_maintenance(self) -> MaintenanceReport:
+        report = self._maintainer.run(None, lm=self._lm_for(None))
+        logger.info("scheduled maintenance: %s", report.model_dump(exclude={"refused"}))
+        return report
 
     # -- plumbing ------------------------------------------------------------------------------
 

@@ -177,3 +177,70 @@ class Rejection(BaseModel):
     index: int
     action: str | None = None
     reason: str
+
+
+# -- consolidation (lifecycle/consolidate.py applies these) -----------------------------------
+
+ConsolidationAction = Literal["MERGE", "SUMMARIZE", "KEEP"]
+_CONSOLIDATION_SYNONYMS = {
+    "COMBINE": "MERGE",
+    "DEDUPLICATE": "MERGE",
+    "DEDUP": "MERGE",
+    "SUMMARISE": "SUMMARIZE",
+    "SUMMARY": "SUMMARIZE",
+    "CONDENSE": "SUMMARIZE",
+    "NOOP": "KEEP",
+    "NONE": "KEEP",
+    "SKIP": "KEEP",
+}
+
+
+class ClusterMemory(BaseModel):
+    """A current memory shown to the consolidation program, under a small integer alias."""
+
+    alias: int
+    content: str
+    kind: str = "fact"
+    valid_at: str | None = Field(None, description="When it became true (YYYY-MM-DD), if known")
+    recalls: int = Field(0, description="How often it was recalled")
+
+
+class ConsolidationOp(BaseModel):
+    """A decision about some memories of a cluster. MERGE: `content` is one sentence that says
+    everything the memories say (they are replaced by it). SUMMARIZE: `content` condenses them
+    (they are archived, the summary points to them). KEEP: leave them as they are."""
+
+    action: ConsolidationAction
+    aliases: list[int] = Field(default_factory=list, description="Aliases of the memories it covers")
+    content: str | None = Field(None, description="MERGE and SUMMARIZE: the new memory's text")
+    reason: str | None = Field(None, description="Why, in a few words")
+
+    @field_validator("action", mode="before")
+    @classmethod
+    def _action(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            word = value.strip().upper()
+            return _CONSOLIDATION_SYNONYMS.get(word, word)
+        return value
+
+    @field_validator("aliases", mode="before")
+    @classmethod
+    def _aliases(cls, value: Any) -> Any:
+        # 3, "3", "1, 2", ["#1", "m2"] -> [ints]; anything else stays and fails validation.
+        if isinstance(value, (int, str)) and not isinstance(value, bool):
+            value = str(value).replace(";", ",").split(",")
+        if isinstance(value, list):
+            cleaned = []
+            for item in value:
+                if isinstance(item, str):
+                    digits = item.strip().strip("[]#()").lstrip("mM").strip()
+                    cleaned.append(int(digits) if digits.isdigit() else item)
+                else:
+                    cleaned.append(item)
+            return cleaned
+        return value
+
+    @field_validator("content", "reason", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        return _lenient_text(value)

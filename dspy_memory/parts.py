@@ -13,6 +13,8 @@ from dspy_memory.agent.profile import Profiles
 from dspy_memory.config import MemoryConfig
 from dspy_memory.embed import Embedder, choose_embedder, make_embedder, reopen_advice
 from dspy_memory.errors import EmbedderMismatchError
+from dspy_memory.lifecycle.curve import Forgetting
+from dspy_memory.lifecycle.maintain import Maintainer
 from dspy_memory.read.retrieval import Retriever
 from dspy_memory.store import Store
 from dspy_memory.util.lm import make_lm
@@ -32,6 +34,7 @@ class Parts:
     background: BackgroundWriter
     blocks: CoreMemory
     profiles: Profiles
+    maintainer: Maintainer
     # Which compiled programs are in use ({part: file}); empty: the programs as shipped.
     programs_in_use: dict[str, str] = field(default_factory=dict)
     reading_programs: dict[str, Any] = field(default_factory=dict)
@@ -104,20 +107,37 @@ def build_parts(
     if lm is None and config.lm:
         lm = make_lm(config.lm, config.lm_api_base, num_ctx=config.lm_num_ctx)
     store, chosen = open_store(config, embedder)
-    retriever = Retriever(store, chosen, config.retrieval, track_access=config.track_access)
+    lifecycle = config.lifecycle
+    retriever = Retriever(
+        store,
+        chosen,
+        config.retrieval,
+        track_access=config.track_access,
+        forgetting=Forgetting(base_days=lifecycle.base_days, importance_boost=lifecycle.importance_boost),
+    )
     writer = Writer(store, chosen, retriever, config.write, program=write_program)
+    maintainer = Maintainer(
+        store,
+        chosen,
+        lifecycle,
+        config.write,
+        flush_recalls=retriever.flush,
+        program=reading_programs.get("consolidate"),
+    )
+    background = BackgroundWriter(
+        writer.process,
+        debounce_seconds=config.write.debounce_seconds,
+        max_wait_seconds=config.write.max_wait_seconds,
+        max_batch=config.write.max_batch,
+    )
     return Parts(
         store=store,
         embedder=chosen,
         lm=lm,
         retriever=retriever,
         writer=writer,
-        background=BackgroundWriter(
-            writer.process,
-            debounce_seconds=config.write.debounce_seconds,
-            max_wait_seconds=config.write.max_wait_seconds,
-            max_batch=config.write.max_batch,
-        ),
+        background=background,
+        maintainer=maintainer,
         blocks=CoreMemory(store, scope_mode=config.scope_mode),
         profiles=Profiles(store, profile_schema),
         programs_in_use=programs_in_use,

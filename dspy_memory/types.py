@@ -20,11 +20,12 @@ EpisodeSource = Literal["message", "text", "json", "tool_step", "document"]
 EPISODE_SOURCES: tuple[str, ...] = EpisodeSource.__args__  # type: ignore[attr-defined]
 
 EpisodeStatus = Literal["pending", "done", "failed"]
-EventType = Literal["ADD", "UPDATE", "INVALIDATE", "DELETE", "MERGE", "DECAY"]
+EventType = Literal["ADD", "UPDATE", "INVALIDATE", "DELETE", "MERGE", "DECAY", "RESTORE"]
 
 # current: true at the reference time and still believed; superseded: its world validity ended
-# (invalid_at <= as_of); expired: the system stopped believing this row (expired_at <= known_at).
-MemoryStatus = Literal["current", "superseded", "expired", "future"]
+# (invalid_at <= as_of); expired: the system stopped believing this row (expired_at <= known_at);
+# archived: current, but forgotten by maintenance (docs/lifecycle.md): searched only on request.
+MemoryStatus = Literal["current", "superseded", "expired", "future", "archived"]
 
 _MAX_ID_LEN = 256
 # SQLite's integers (and so the JSON numbers it can compare exactly) are signed 64-bit.
@@ -127,9 +128,14 @@ class MemoryRecord(BaseModel):
     invalid_at: datetime | None = None
     created_at: datetime
     expired_at: datetime | None = None
-    # The memory that replaced this one when it was invalidated or corrected.
+    # The memory that replaced this one when it was invalidated, corrected or merged.
     superseded_by: str | None = None
     status: MemoryStatus = "current"
+    # When maintenance archived it (None: active); pinned memories never decay.
+    archived_at: datetime | None = None
+    pinned: bool = False
+    # The forgetting curve's R = exp(-dt / S) now (docs/lifecycle.md); None where not computed.
+    retention: float | None = None
 
 
 class Provenance(BaseModel):
@@ -160,6 +166,8 @@ class ScoreDetails(BaseModel):
     recency: float = 0.0
     importance: float = 0.0
     strength: float = 0.0
+    # The forgetting curve's retention at the time of the search (1: just recalled or pinned).
+    retention: float = 1.0
     final: float = 0.0
 
 
@@ -355,3 +363,30 @@ class AuditReport(BaseModel):
             and not self.invalidated_twice
             and not self.episodes_processed_twice
         )
+
+
+class MaintenanceReport(BaseModel):
+    """What one `Memory.maintain()` run did (docs/lifecycle.md). Counts are memories: `decayed`
+    fell below their scope's retention threshold this run; of those, `archived` were archived
+    and `summarized` condensed into `summaries` new summary memories (and archived); `merged`
+    near-duplicates were replaced by `merges` new memories; `restored` archived memories came
+    back because they were recalled; `kept` fell below the threshold but a setting protects
+    them (recalled often, important, young). `refused` lists consolidation decisions that were
+    not applied, and why (reasons never quote memory content)."""
+
+    scopes: int = 0
+    examined: int = 0
+    decayed: int = 0
+    archived: int = 0
+    kept: int = 0
+    restored: int = 0
+    merged: int = 0
+    merges: int = 0
+    summarized: int = 0
+    summaries: int = 0
+    refused: list[Rejection] = Field(default_factory=list)
+    usage: LMUsage = Field(default_factory=LMUsage)
+    errors: list[str] = Field(default_factory=list)
+    dry_run: bool = False
+    started_at: datetime
+    duration_s: float = 0.0

@@ -2,34 +2,44 @@
 
     R = exp(-dt / S)
 
-dt is the time since the memory was last recalled (or, never recalled, since it became true or
-was stored), in days; S is its stability in days, which grows with every recall and with
-importance:
+dt is the time since the memory was last recalled (or, never recalled, since it was stored),
+in days; S is its stability in days, which grows with every recall and with importance:
 
-    S = base_days * (1 + recalls) * (1 + importance_boost * importance)
+    S = base_days * (strength + recalls) * (1 + importance_boost * importance)
 
-`recalls` counts searches that returned it and confirmations by the write path (a fact said
-again). A larger S slows forgetting: MemoryBank's reference code computes exp(-t / 5 * S),
-that is exp(-t * S / 5), so there each recall made a memory fade faster; here S divides.
-Pure functions, no I/O: maintenance (a later step) reads the inputs from the store.
+`recalls` counts searches that returned it and get() calls; `strength` starts at 1 and grows
+each time the write path hears the fact again (write.confirm_strength), so a new memory has
+S = base_days * (1 + importance_boost * importance). A larger S slows forgetting: MemoryBank's
+reference code computes exp(-t / 5 * S), that is exp(-t * S / 5), so there each recall made a
+memory fade faster; here S divides. Pure functions, no I/O: lifecycle/maintain.py reads the
+inputs from the store.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from datetime import datetime
 
 from dspy_memory.errors import InvalidInputError
 
+# Julian day number of the Unix epoch: SQLite's julianday() and Python's timestamps meet here.
+_UNIX_EPOCH_JD = 2440587.5
 
-def stability_days(*, recalls: int, importance: float, base_days: float, importance_boost: float) -> float:
-    """S in days: `base_days` for a memory never recalled, of importance 0."""
+
+def stability_days(
+    *, recalls: int, importance: float, base_days: float, importance_boost: float, strength: float = 1.0
+) -> float:
+    """S in days: `base_days` for a memory never recalled nor restated, of importance 0."""
     if isinstance(recalls, bool) or not isinstance(recalls, int) or recalls < 0:
         raise InvalidInputError(f"recalls must be a whole number >= 0, got {recalls!r}")
     if not 0.0 <= importance <= 1.0:
         raise InvalidInputError(f"importance must be between 0 and 1, got {importance!r}")
     if base_days <= 0 or importance_boost < 0:
         raise InvalidInputError("base_days must be > 0 and importance_boost >= 0")
-    return base_days * (1 + recalls) * (1 + importance_boost * importance)
+    if not strength > 0:
+        raise InvalidInputError(f"strength must be > 0, got {strength!r}")
+    return base_days * (strength + recalls) * (1 + importance_boost * importance)
 
 
 def retention(days_since_recall: float, stability: float) -> float:
@@ -46,3 +56,40 @@ def days_until(threshold: float, stability: float) -> float:
     if not 0.0 < threshold < 1.0:
         raise InvalidInputError(f"threshold must be between 0 and 1 (exclusive), got {threshold!r}")
     return -stability * math.log(threshold)
+
+
+def julian_day(moment: datetime) -> float:
+    """The Julian day number of an aware datetime (what SQLite's julianday() returns)."""
+    return moment.timestamp() / 86400.0 + _UNIX_EPOCH_JD
+
+
+@dataclass(frozen=True)
+class Forgetting:
+    """The curve with its parameters (LifecycleConfig.base_days, importance_boost)."""
+
+    base_days: float
+    importance_boost: float
+
+    def stability(self, *, recalls: int, strength: float, importance: float) -> float:
+        return stability_days(
+            recalls=recalls,
+            importance=importance,
+            base_days=self.base_days,
+            importance_boost=self.importance_boost,
+            strength=strength,
+        )
+
+    def retention(
+        self,
+        *,
+        recalls: int,
+        strength: float,
+        importance: float,
+        days_since_recall: float,
+        pinned: bool = False,
+    ) -> float:
+        """R for a memory's statistics; a pinned memory keeps everything."""
+        if pinned:
+            return 1.0
+        stability = self.stability(recalls=recalls, strength=strength, importance=importance)
+        return retention(days_since_recall, stability)

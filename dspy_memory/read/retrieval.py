@@ -21,6 +21,7 @@ from typing import Any
 from dspy_memory.config import RetrievalConfig
 from dspy_memory.embed import Embedder
 from dspy_memory.errors import InvalidInputError
+from dspy_memory.lifecycle.curve import Forgetting, julian_day
 from dspy_memory.read.temporal import asks_when, is_dated, time_window
 from dspy_memory.store import Candidate, Store, TimeView
 from dspy_memory.store.keyword import query_terms
@@ -78,12 +79,19 @@ def recency(age_days: float, half_life_days: float) -> float:
 
 class Retriever:
     def __init__(
-        self, store: Store, embedder: Embedder, config: RetrievalConfig, *, track_access: bool
+        self,
+        store: Store,
+        embedder: Embedder,
+        config: RetrievalConfig,
+        *,
+        track_access: bool,
+        forgetting: Forgetting | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.config = config
         self.track_access = track_access
+        self.forgetting = forgetting or Forgetting(base_days=30.0, importance_boost=1.0)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dspy-memory-search")
         # Recalls are counted in memory and written in batches: a write transaction per search
         # made searches 1.5-3 ms slower under load (measured at 10k memories).
@@ -151,14 +159,31 @@ class Retriever:
         known_at: TimeLike | None = None,
         limit: int = 100,
         offset: int = 0,
+        include_archived: bool = False,
     ) -> list[MemoryRecord]:
         """Memories of a scope, newest first, with the same filters as `search`."""
         check_count(limit, "limit", low=1)
         check_count(offset, "offset", low=0)
         view = TimeView.at(as_of=as_of, known_at=known_at)
-        predicate = self.store.memory_predicate(scope, view, kinds, filters)
+        predicate = self.store.memory_predicate(
+            scope, view, kinds, filters, include_archived=include_archived
+        )
         self.flush()  # recall counts are part of what a listing shows
-        return self.store.list_memories(predicate, view, limit=limit, offset=offset)
+        records = self.store.list_memories(predicate, view, limit=limit, offset=offset)
+        return [self.with_retention(record) for record in records]
+
+    def with_retention(self, record: MemoryRecord) -> MemoryRecord:
+        """The record with its retention now (the forgetting curve, docs/lifecycle.md)."""
+        recalled = record.last_accessed_at or record.created_at
+        days = (julian_day(from_db(now_db())) - julian_day(recalled)) if recalled else 0.0
+        record.retention = self.forgetting.retention(
+            recalls=record.access_count,
+            strength=record.strength,
+            importance=record.importance,
+            days_since_recall=days,
+            pinned=record.pinned,
+        )
+        return record
 
     def search(
         self,
@@ -171,16 +196,20 @@ class Retriever:
         kinds: Sequence[str] | None = None,
         filters: dict[str, Any] | None = None,
         count_access: bool = True,
+        include_archived: bool = False,
     ) -> list[Hit]:
         """`count_access=False` for internal lookups (the write path's candidates), which are
-        not recalls and must not strengthen memories."""
+        not recalls and must not strengthen memories. Archived memories are found only with
+        `include_archived`."""
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, not {type(query).__name__}")
         query = searchable(query)  # a lone surrogate cannot be embedded; the rest is searched
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise InvalidInputError(f"k must be an integer from 1 to {MAX_K}, got {shown(k)}")
         chosen = resolve_recipe(recipe)
-        predicate = self.store.memory_predicate(scope, view, kinds, filters)
+        predicate = self.store.memory_predicate(
+            scope, view, kinds, filters, include_archived=include_archived
+        )
         if not query.strip():
             return []
         config = self.config
@@ -213,15 +242,18 @@ class Retriever:
             dense, keyword = dense_source(), keyword_source()
         details = self._fuse(dense, keyword, chosen)
         candidates = {candidate.row_id: candidate for candidate in (*dense, *keyword)}
-        self._rescore(details, candidates)
+        now_jd = julian_day(from_db(view.known_at))
+        self._rescore(details, candidates, now_jd)
         self._time_boost(query, details, candidates, view)
         if chosen.graph or (chosen.graph is None and config.graph_in_hybrid):
-            self._expand(details, candidates, scope, predicate, view)
+            self._expand(details, candidates, scope, predicate, view, now_jd)
         ranked = sorted(details.items(), key=lambda pair: pair[1]["final"], reverse=True)[:k]
         found = self.store.records_with_provenance([row_id for row_id, _ in ranked], view)
         ranked = [(row_id, detail) for row_id, detail in ranked if row_id in found]
         if self.track_access and count_access and ranked:
             self._record_access([row_id for row_id, _ in ranked])
+        for row_id, detail in ranked:
+            found[row_id][0].retention = detail["retention"]
         return [
             Hit(
                 memory=found[row_id][0],
@@ -306,6 +338,7 @@ class Retriever:
         scope: Scope,
         predicate: Any,
         view: TimeView,
+        now_jd: float,
     ) -> None:
         """Graph expansion: memories sharing an entity (subject or object) with the top
         `graph_seeds` hits gain graph_weight * (seed's score relative to the best hit) * (the
@@ -335,7 +368,7 @@ class Retriever:
                 if candidate.row_id not in details:
                     details[candidate.row_id] = {"fused": 0.0}
                     candidates[candidate.row_id] = candidate
-                    self._rescore({candidate.row_id: details[candidate.row_id]}, candidates)
+                    self._rescore({candidate.row_id: details[candidate.row_id]}, candidates, now_jd)
             for row_id, gain in gains.items():
                 detail = details[row_id]
                 before = detail.get("graph", 0.0)
@@ -349,21 +382,34 @@ class Retriever:
                 break
 
     def _rescore(
-        self,
-        details: dict[int, dict[str, Any]],
-        candidates: dict[int, Candidate],
+        self, details: dict[int, dict[str, Any]], candidates: dict[int, Candidate], now_jd: float
     ) -> None:
-        """`final` of each detail from its fused score and the memory's signals, in place."""
+        """`final` of each detail from its fused score and the memory's signals, in place;
+        retention is measured at `now_jd` (the search's system time, a julian day)."""
         config = self.config
-        base = max(0.0, 1.0 - config.recency_weight - config.importance_weight - config.strength_weight)
+        weights = (
+            config.recency_weight
+            + config.importance_weight
+            + config.strength_weight
+            + config.retention_weight
+        )
+        base = max(0.0, 1.0 - weights)
         for row_id, detail in details.items():
             candidate = candidates[row_id]
             detail["recency"] = recency(candidate.age_days, config.recency_half_life_days)
             detail["importance"] = candidate.importance
             detail["strength"] = candidate.strength / (1.0 + candidate.strength)
+            detail["retention"] = self.forgetting.retention(
+                recalls=candidate.recalls,
+                strength=candidate.strength,
+                importance=candidate.importance,
+                days_since_recall=now_jd - candidate.recalled_jd,
+                pinned=bool(candidate.pinned),
+            )
             detail["final"] = (
                 base * detail["fused"]
                 + config.recency_weight * detail["recency"]
                 + config.importance_weight * detail["importance"]
                 + config.strength_weight * detail["strength"]
+                + config.retention_weight * detail["retention"]
             )

@@ -11,6 +11,7 @@ the file, the WAL, any table or index (docs/architecture.md, "Erasure").
   drops chunks left empty, so no partition key (user id) outlives its rows.
 - What quotes an erased memory elsewhere is erased or scrubbed too: its source episodes (even
   when other memories came from them too), the raw `turn` memories made from those episodes,
+  the memories consolidated from it (a merge with its other parts, summaries of it),
   the content other memories' events recorded about it, and reasons that may quote it.
 - Then the WAL is checkpointed into the file and truncated.
 """
@@ -210,6 +211,11 @@ class Eraser:
             "OR episode_id IN (SELECT value FROM json_each(?))",
             (_ids(memory_ids), _ids(episode_ids)),
         ).rowcount
+        conn.execute(
+            "DELETE FROM memory_links WHERE memory_id IN (SELECT value FROM json_each(?1)) "
+            "OR linked_id IN (SELECT value FROM json_each(?1))",
+            (_ids(memory_ids),),
+        )
         counts["episodes"] = conn.execute(
             "DELETE FROM episodes WHERE id IN (SELECT value FROM json_each(?))", (_ids(episode_ids),)
         ).rowcount
@@ -259,7 +265,18 @@ class Eraser:
                     (_ids(new_episodes),),
                 )
             }
-            new_memories, new_episodes = turns - memory_ids, set()
+            # A merged memory says what its parts said, and a summary quotes what it condenses:
+            # erasing a part erases the merge (and its other parts) and the summaries of it.
+            linked = {
+                row[0]
+                for row in conn.execute(
+                    "SELECT linked_id FROM memory_links WHERE relation = 'merged_from' "
+                    "AND memory_id IN (SELECT value FROM json_each(?1)) "
+                    "UNION SELECT memory_id FROM memory_links WHERE linked_id IN (SELECT value FROM json_each(?1))",
+                    (_ids(new_memories),),
+                )
+            }
+            new_memories, new_episodes = (turns | linked) - memory_ids, set()
         return memory_ids, episode_ids
 
     def _scrub_quotes(

@@ -251,12 +251,65 @@ _V5 = (
     "CREATE INDEX turn_context_episode ON turn_context (episode_id)",
 )
 
+# The memory lifecycle (docs/lifecycle.md): maintenance archives memories that were forgotten
+# (`archived_at`; restorable, never deleted), `pinned` ones never decay, RESTORE joins the event
+# types (SQLite cannot alter a CHECK, so the event table is rebuilt with its ids), compaction
+# settings are kept per scope, and consolidated memories are linked to what they condense.
+_V6 = (
+    "ALTER TABLE memories ADD COLUMN archived_at TEXT",
+    "ALTER TABLE memories ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0 CHECK (pinned IN (0, 1))",
+    "CREATE INDEX memories_archived ON memories (archived_at) WHERE archived_at IS NOT NULL",
+    """CREATE TABLE memory_events_v6 (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        memory_id TEXT NOT NULL,
+        user_id TEXT,
+        agent_id TEXT,
+        run_id TEXT,
+        event TEXT NOT NULL
+            CHECK (event IN ('ADD', 'UPDATE', 'INVALIDATE', 'DELETE', 'MERGE', 'DECAY', 'RESTORE')),
+        version INTEGER,
+        old_content TEXT,
+        new_content TEXT,
+        reason TEXT,
+        actor TEXT NOT NULL,
+        episode_id TEXT,
+        metadata TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
+        created_at TEXT NOT NULL
+    )""",
+    "INSERT INTO memory_events_v6 SELECT id, memory_id, user_id, agent_id, run_id, event, version, "
+    "old_content, new_content, reason, actor, episode_id, metadata, created_at FROM memory_events",
+    "DROP TABLE memory_events",
+    "ALTER TABLE memory_events_v6 RENAME TO memory_events",
+    "CREATE INDEX memory_events_memory ON memory_events (memory_id, id)",
+    "CREATE INDEX memory_events_user ON memory_events (user_id)",
+    "CREATE INDEX memory_events_agent ON memory_events (agent_id)",
+    "CREATE INDEX memory_events_run ON memory_events (run_id)",
+    """CREATE TABLE lifecycle_settings (
+        user_id TEXT,
+        agent_id TEXT,
+        run_id TEXT,
+        settings TEXT NOT NULL CHECK (json_valid(settings)),
+        updated_at TEXT NOT NULL
+    )""",
+    """CREATE UNIQUE INDEX lifecycle_settings_scope ON lifecycle_settings
+        (ifnull(user_id, ''), ifnull(agent_id, ''), ifnull(run_id, ''))""",
+    # What a consolidated memory was made from: erasing one erases what quotes it.
+    """CREATE TABLE memory_links (
+        memory_id TEXT NOT NULL,
+        linked_id TEXT NOT NULL,
+        relation TEXT NOT NULL CHECK (relation IN ('merged_from', 'summarizes')),
+        PRIMARY KEY (memory_id, linked_id)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX memory_links_linked ON memory_links (linked_id)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "write path: superseded_by, episode intent, write runs", _V2),
     Migration(3, "episode claims; four-digit years", _V3),
     Migration(4, "raw turns by text and time", _V4),
     Migration(5, "raw turns indexed with their conversation context", _V5),
+    Migration(6, "lifecycle: archived and pinned memories, RESTORE events, settings per scope, links", _V6),
 )
 # The migration after which the Store builds the contexts of the turns the file already held.
 TURN_CONTEXT_VERSION = 5

@@ -22,13 +22,14 @@ from dspy_memory.util.timeutil import TimeLike, now_db, to_db
 _RECORD_COLUMNS = (
     "id", "version", "user_id", "agent_id", "run_id", "content", "kind", "predicate", "confidence",
     "importance", "strength", "access_count", "last_accessed_at", "content_hash", "valid_at",
-    "invalid_at", "created_at", "expired_at", "superseded_by",
+    "invalid_at", "created_at", "expired_at", "superseded_by", "archived_at",
 )  # fmt: skip
 MEMORY_COLUMNS = ", ".join(
     [
         "m.row_id",
         *(f"m.{name}" for name in _RECORD_COLUMNS),
         "m.metadata",
+        "m.pinned",
         "subj.name AS subject",
         "obj.name AS object",
     ]
@@ -209,7 +210,8 @@ def _check_scalar(key: str, op: str, value: Any) -> None:
 # What ranking needs of a candidate row, selected next to its score. The parameter is the
 # reference time; SQLite computes the age so Python parses no timestamps on this path.
 SIGNAL_COLUMNS = (
-    "m.row_id, julianday(?) - julianday(ifnull(m.valid_at, m.created_at)), m.importance, m.strength"
+    "m.row_id, julianday(?) - julianday(ifnull(m.valid_at, m.created_at)), m.importance, m.strength, "
+    "m.access_count, julianday(ifnull(m.last_accessed_at, m.created_at)), m.pinned"
 )
 
 
@@ -223,6 +225,9 @@ class Candidate(NamedTuple):
     age_days: float  # from valid_at (else created_at) to the reference time
     importance: float
     strength: float
+    recalls: int  # access_count
+    recalled_jd: float  # the last recall (or, never recalled, when it was stored), a julian day
+    pinned: int
 
 
 def not_found(memory_id: str, scope: Scope | None) -> MemoryNotFoundError:
@@ -243,13 +248,16 @@ def from_row(model: type[M], row: Any, **values: Any) -> M:
 
 
 def status_of(row: Any, view: TimeView) -> str:
-    """A row's status at `view`; `row` reads valid_at, invalid_at and expired_at by name."""
+    """A row's status at `view`; `row` reads valid_at, invalid_at, expired_at and archived_at
+    by name. Archived: current, but forgotten by maintenance (searched only on request)."""
     if row["expired_at"] is not None and row["expired_at"] <= view.known_at:
         return "expired"
     if row["invalid_at"] is not None and row["invalid_at"] <= view.as_of:
         return "superseded"
     if row["valid_at"] is not None and row["valid_at"] > view.as_of:
         return "future"
+    if row["archived_at"] is not None and row["archived_at"] <= view.known_at:
+        return "archived"
     return "current"
 
 
@@ -261,5 +269,6 @@ def record_from_row(row: Any, view: TimeView) -> MemoryRecord:
         subject=row["subject"],
         object=row["object"],
         metadata=json.loads(row["metadata"]),
+        pinned=bool(row["pinned"]),
         status=status_of(row, view),
     )

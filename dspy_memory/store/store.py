@@ -18,6 +18,7 @@ from dspy_memory.store.connection import Connections, resolve_driver
 from dspy_memory.store.episodes import EpisodeLog
 from dspy_memory.store.erase import Eraser
 from dspy_memory.store.graph import EntityGraph
+from dspy_memory.store.lifecycle import LifecycleRows
 from dspy_memory.store.migrations import TURN_CONTEXT_VERSION, migrate
 from dspy_memory.store.queries import (
     CANDIDATES_FROM,
@@ -88,8 +89,9 @@ PROVENANCE_COLUMNS = ", ".join(
 )
 
 
-class Store(MemoryWrites):
-    """Schema, transactions, memory reads and search; memory writes come from MemoryWrites.
+class Store(MemoryWrites, LifecycleRows):
+    """Schema, transactions, memory reads and search; memory writes come from MemoryWrites, the
+    lifecycle's rows (archive, restore, consolidation, settings) from LifecycleRows.
     Episodes, the vector and keyword indexes, erasure, entities, the write-run log and core
     blocks live in the components `episodes`, `vectors`, `keywords`, `erase`, `graph`, `runs`
     and `blocks`.
@@ -241,10 +243,14 @@ class Store(MemoryWrites):
         view: TimeView | None,
         kinds: Sequence[str] | None = None,
         filters: dict[str, Any] | None = None,
+        *,
+        include_archived: bool = False,
     ) -> Predicate:
         predicate = scope_predicate(Predicate(), scope)
         time_predicate(predicate, view)
         kinds_predicate(predicate, kinds)
+        if not include_archived:
+            predicate.add("m.archived_at IS NULL")
         return metadata_predicate(predicate, filters)
 
     def list_memories(
@@ -396,7 +402,9 @@ class Store(MemoryWrites):
         )
         with self._conns.read() as conn:
             counts = {name: conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0] for name in tables}
-            current = conn.execute("SELECT count(*) FROM memories WHERE expired_at IS NULL").fetchone()[0]
+            current, archived, pinned = conn.execute(
+                "SELECT count(*), count(archived_at), sum(pinned) FROM memories WHERE expired_at IS NULL"
+            ).fetchone()
         info = self.embedder_info()
         return {
             "path": self.path,
@@ -405,4 +413,6 @@ class Store(MemoryWrites):
             "dim": info[1] if info else None,
             "tables": counts,
             "current_memories": current,
+            "archived_memories": archived,
+            "pinned_memories": pinned or 0,
         }

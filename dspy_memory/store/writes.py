@@ -58,6 +58,7 @@ class NewMemory:
     predicate: str | None = None
     object_id: str | None = None
     superseded_by: str | None = None
+    pinned: bool = False
     episode_ids: Sequence[str] = ()
 
 
@@ -99,8 +100,8 @@ class MemoryWrites:
                     "INSERT INTO memories (id, version, user_id, agent_id, run_id, content, kind, "
                     "subject_id, predicate, object_id, confidence, importance, strength, "
                     "access_count, last_accessed_at, content_hash, metadata, valid_at, invalid_at, "
-                    "created_at, superseded_by) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "created_at, superseded_by, pinned) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         item.id,
                         item.version,
@@ -123,6 +124,7 @@ class MemoryWrites:
                         item.invalid_at,
                         created_at,
                         item.superseded_by,
+                        int(item.pinned),
                     ),
                 )
                 row_ids.append(cursor.lastrowid)
@@ -246,6 +248,7 @@ class MemoryWrites:
                 predicate=old.predicate,
                 object_id=row["object_id"],
                 superseded_by=old.superseded_by,
+                pinned=old.pinned,
             )
             unknown = set(changes) - set(fields)
             if unknown:
@@ -317,17 +320,54 @@ class MemoryWrites:
         self, memory_id: str, *, scope: Scope | None, episode_ids: Sequence[str], gain: float
     ) -> bool:
         """A memory was stated again: link the new episodes and make it stronger (harder to
-        forget). False when there is no current version in the scope."""
+        forget); an archived one is active again. False when there is no current version in
+        the scope."""
         with self.transaction() as conn:
             row = self._current_row(conn, memory_id, scope)
             if row is None:
                 return False
-            conn.execute("UPDATE memories SET strength = strength + ? WHERE row_id = ?", (gain, row[0]))
+            conn.execute(
+                "UPDATE memories SET strength = strength + ?, archived_at = NULL WHERE row_id = ?",
+                (gain, row[0]),
+            )
+            if row["archived_at"] is not None:
+                self.log_event(conn, row, "RESTORE", actor="write", reason="stated again")
             conn.executemany(
                 "INSERT OR IGNORE INTO memory_sources (memory_id, episode_id, created_at) VALUES (?, ?, ?)",
                 [(memory_id, episode_id, now_db()) for episode_id in episode_ids],
             )
         return True
+
+    @staticmethod
+    def log_event(
+        conn: Any,
+        row: Any,
+        event: str,
+        *,
+        actor: str,
+        reason: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        at: str | None = None,
+    ) -> None:
+        """An event about a memory row (read with MEMORY_COLUMNS) that changes no content."""
+        conn.execute(
+            _INSERT_EVENT,
+            (
+                row["id"],
+                row["user_id"],
+                row["agent_id"],
+                row["run_id"],
+                event,
+                row["version"],
+                None,
+                None,
+                reason,
+                actor,
+                None,
+                json.dumps(metadata or {}),
+                at or now_db(),
+            ),
+        )
 
     def last_row_id(self) -> int:
         """The newest memory row so far: rows written later have larger ids (AUTOINCREMENT)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import numbers
 import re
+from collections.abc import Callable
 from datetime import date, datetime, time, timezone
 
 from dspy_memory.errors import InvalidInputError
@@ -28,8 +29,19 @@ ACCEPTED = (
 _PLAUSIBLE_EPOCH = datetime(1980, 1, 1, tzinfo=timezone.utc)
 
 
+_clock: Callable[[], datetime] | None = None
+
+
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    """The time now, in UTC; every timestamp dspy-memory writes comes from here."""
+    return _clock() if _clock is not None else datetime.now(timezone.utc)
+
+
+def set_clock(clock: Callable[[], datetime] | None) -> None:
+    """Replace the clock (an aware datetime each call) for simulations such as
+    `python -m evals.lifecycle`, which lives a year in seconds; None: the real clock again."""
+    global _clock
+    _clock = clock
 
 
 def _refuse(name: str, value: object, why: str) -> InvalidInputError:
@@ -136,3 +148,22 @@ def lm_date(value: str | None) -> str | None:
     except (ValueError, OverflowError):
         return None
     return to_db(parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc))
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
+
+
+def interval_seconds(value: object, name: str = "interval") -> float:
+    """ "90s", "15m", "12h", "1d", "2w" or a number of seconds -> seconds (> 0)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _INTERVAL.match(value)):
+        seconds = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    else:
+        raise InvalidInputError(
+            f"{name}={shown(value)} is not an interval; use e.g. '30m', '12h', '1d', '1w' or seconds"
+        )
+    if not 0 < seconds < float("inf"):
+        raise InvalidInputError(f"{name}={shown(value)} must be a positive interval")
+    return seconds

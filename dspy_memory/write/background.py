@@ -58,6 +58,27 @@ class BackgroundWriter:
         self._flushing = 0
         self._closed = False
         self._thread: threading.Thread | None = None
+        # A periodic task (scheduled maintenance) run in this thread between batches.
+        self._periodic: tuple[float, Callable[[], Any]] | None = None
+        self._periodic_due = 0.0
+        self.periodic_results: deque[Any] = deque(maxlen=100)
+
+    def schedule(
+        self, interval_seconds: float, task: Callable[[], Any], *, first_in: float | None = None
+    ) -> None:
+        """Run `task` every `interval_seconds` in the worker thread, between batches (a batch due
+        meanwhile waits for it; callers' own writes never do). The first run is `first_in`
+        seconds from now (default: one interval). Results are kept in `periodic_results`."""
+        with self._cond:
+            self._periodic = (interval_seconds, task)
+            self._periodic_due = time.monotonic() + (interval_seconds if first_in is None else first_in)
+            self._start()
+            self._cond.notify_all()
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="dspy-memory-writer", daemon=True)
+            self._thread.start()
 
     def submit(self, episodes: Sequence[Episode], lm: Any) -> None:
         if not episodes:
@@ -74,9 +95,7 @@ class BackgroundWriter:
                 batch.episodes.append(episode)
                 batch.last_at = now
                 batch.lm = lm  # the latest configuration wins for the whole batch
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="dspy-memory-writer", daemon=True)
-                self._thread.start()
+            self._start()
             self._cond.notify_all()
 
     def pending(self) -> int:
@@ -91,11 +110,21 @@ class BackgroundWriter:
             0.0, min(batch.last_at + self.debounce_seconds, batch.first_at + self.max_wait_seconds) - now
         )
 
-    def _take_due(self) -> tuple[BatchKey, _Batch] | None:
-        """Wait until a batch is due and remove it from the queue (None: stop)."""
+    def _take_due(self) -> tuple[BatchKey, _Batch] | Callable[[], Any] | None:
+        """Wait until a batch is due and remove it from the queue, or until the periodic task
+        is due (returned to run); None: stop."""
         with self._cond:
             while True:
                 now = time.monotonic()
+                if (
+                    self._periodic is not None
+                    and not self._closed
+                    and not self._flushing
+                    and now >= self._periodic_due
+                ):
+                    interval, task = self._periodic
+                    self._periodic_due = now + interval
+                    return task
                 waits = {key: self._due_in(batch, now) for key, batch in self._batches.items()}
                 due = [key for key, wait in waits.items() if wait == 0.0]
                 if due:
@@ -111,6 +140,8 @@ class BackgroundWriter:
                     return key, batch
                 if self._closed:
                     return None
+                if self._periodic is not None and not self._flushing:
+                    waits["periodic"] = max(0.0, self._periodic_due - now)  # type: ignore[index]
                 self._cond.wait(timeout=min(waits.values()) if waits else None)
 
     def _run(self) -> None:
@@ -118,6 +149,12 @@ class BackgroundWriter:
             taken = self._take_due()
             if taken is None:
                 return
+            if callable(taken):
+                try:
+                    self.periodic_results.append(taken())
+                except Exception:  # the next interval tries again
+                    logger.exception("scheduled maintenance failed")
+                continue
             _, batch = taken
             try:
                 result = self._process(batch.episodes, batch.lm)

@@ -182,7 +182,8 @@ class LMWriter:
         found: dict[str, MemoryRecord] = {}
         for memory_id in include:
             record = self.store.get_memory(memory_id, scope=scope)
-            if record is not None and record.status == "current":
+            # An archived memory is still true: restating it restores it (Store.confirm).
+            if record is not None and record.status in ("current", "archived"):
                 found[record.id] = record
         if config.candidates_per_message == 0 or config.max_candidates == 0:
             return dict(enumerate(found.values(), start=1))
@@ -195,6 +196,7 @@ class LMWriter:
                 view=view,
                 kinds=FACT_KINDS,
                 count_access=False,
+                include_archived=True,
             )
             for hit in hits:
                 found.setdefault(hit.memory.id, hit.memory)

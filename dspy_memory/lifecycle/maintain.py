@@ -1,0 +1,378 @@
+"""Maintenance: apply the forgetting curve, archive what was forgotten (or summarize it with the
+LM), bring back archived memories that were recalled, and consolidate near-duplicates.
+
+One run is idempotent: run twice with nothing recalled or written in between, the second run
+changes nothing. Memories are archived, never deleted (hard deletion is `delete`'s job).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from dspy_memory.config import LifecycleConfig, LifecycleSettings, WriteConfig
+from dspy_memory.errors import InvalidInputError, WriteProgramError
+from dspy_memory.lifecycle.consolidate import apply_consolidation, cluster_view, plan_consolidation
+from dspy_memory.lifecycle.curve import Forgetting
+from dspy_memory.ops import FACT_KINDS
+from dspy_memory.store import Store
+from dspy_memory.store.lifecycle import DecayRow, ScopeKey
+from dspy_memory.types import MaintenanceReport, MemoryRecord, Scope
+from dspy_memory.util.lm import lm_name, run_program, short_error
+from dspy_memory.util.timeutil import from_db, now_db, utcnow
+
+logger = logging.getLogger("dspy_memory")
+
+ACTOR = "maintain"
+_PAGE = 2000
+# What consolidation may merge: facts the write path wrote, never raw turns or profiles.
+MERGEABLE_KINDS = tuple(kind for kind in FACT_KINDS if kind != "profile")
+
+
+def _key(scope: Scope) -> ScopeKey:
+    return (scope.user_id, scope.agent_id, scope.run_id)
+
+
+class Maintainer:
+    def __init__(
+        self,
+        store: Store,
+        embedder: Any,
+        config: LifecycleConfig,
+        write: WriteConfig,
+        *,
+        flush_recalls: Any = None,
+        program: Any = None,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.config = config
+        self.write = write
+        self.forgetting = Forgetting(base_days=config.base_days, importance_boost=config.importance_boost)
+        self._flush_recalls = flush_recalls or (lambda: None)
+        self._program = program
+
+    # -- settings per scope ----------------------------------------------------------------
+
+    def settings_for(self, scope: ScopeKey) -> LifecycleSettings:
+        """The config's settings, overridden by those stored for the scope: its own, else its
+        user's (user_id only), else its agent's (agent_id only)."""
+        user, agent, _ = scope
+        for key in (scope, (user, None, None), (None, agent, None)):
+            if key == (None, None, None):
+                continue
+            stored = self.store.lifecycle_settings(key)
+            if stored is not None:
+                return LifecycleSettings.model_validate({**self._defaults(), **stored})
+        return LifecycleSettings.model_validate(self._defaults())
+
+    def _defaults(self) -> dict[str, Any]:
+        return self.config.model_dump(include=set(LifecycleSettings.model_fields))
+
+    def save_settings(
+        self, scope: Scope, changes: dict[str, Any], *, reset: bool = False
+    ) -> LifecycleSettings:
+        """Store settings for exactly `scope` (validated; `reset` first forgets stored ones)."""
+        unknown = set(changes) - set(LifecycleSettings.model_fields)
+        if unknown:
+            raise InvalidInputError(
+                f"unknown lifecycle setting(s) {sorted(unknown)}; choose from {sorted(LifecycleSettings.model_fields)}"
+            )
+        key = _key(scope)
+        stored = {} if reset else dict(self.store.lifecycle_settings(key) or {})
+        stored.update(changes)
+        try:
+            LifecycleSettings.model_validate({**self._defaults(), **stored})
+        except ValueError as exc:
+            raise InvalidInputError(f"bad lifecycle settings: {exc}") from None
+        self.store.save_lifecycle_settings(key, stored or None)
+        return self.settings_for(key)
+
+    # -- the curve -------------------------------------------------------------------------
+
+    def retention(self, row: DecayRow, now: datetime) -> tuple[float, dict[str, Any]]:
+        """R now, with the numbers a DECAY event records."""
+        recalled = from_db(row.recalled_at)
+        days = (now - recalled).total_seconds() / 86400.0 if recalled else 0.0
+        stability = self.forgetting.stability(
+            recalls=row.recalls, strength=row.strength, importance=row.importance
+        )
+        value = self.forgetting.retention(
+            recalls=row.recalls, strength=row.strength, importance=row.importance, days_since_recall=days
+        )
+        numbers = {
+            "retention": round(value, 6),
+            "stability_days": round(stability, 3),
+            "days_since_recall": round(days, 3),
+            "recalls": row.recalls,
+            "strength": row.strength,
+            "importance": row.importance,
+        }
+        return value, numbers
+
+    def _protected(self, row: DecayRow, settings: LifecycleSettings, now: datetime) -> bool:
+        created = from_db(row.created_at)
+        young = created is not None and (now - created).total_seconds() < settings.min_age_days * 86400
+        recalled = settings.keep_recalls is not None and row.recalls >= settings.keep_recalls
+        return young or recalled or row.importance >= settings.keep_importance
+
+    def overview(self) -> dict[str, Any]:
+        """Retention of the memories that can decay (active, not pinned nor protected), for
+        `stats()`: quantiles, and how many are below their scope's threshold now."""
+        now = utcnow()
+        values, below, settings = [], 0, {}
+        for row in self._rows(None, archived=False):
+            if row.scope not in settings:
+                settings[row.scope] = self.settings_for(row.scope)
+            value, _ = self.retention(row, now)
+            values.append(value)
+            below += value < settings[row.scope].archive_below
+        quantiles = np.quantile(values, [0.1, 0.5, 0.9]).round(4).tolist() if values else [None] * 3
+        return {
+            "decaying_memories": len(values),
+            "retention_p10": quantiles[0],
+            "retention_median": quantiles[1],
+            "retention_p90": quantiles[2],
+            "below_threshold": int(below),
+        }
+
+    # -- a run -----------------------------------------------------------------------------
+
+    def run(
+        self,
+        scope: Scope | None,
+        *,
+        lm: Any = None,
+        consolidate: bool = False,
+        dry_run: bool = False,
+    ) -> MaintenanceReport:
+        """Maintain one scope (read as `search` reads it) or, None, every scope."""
+        started = time.monotonic()
+        report = MaintenanceReport(started_at=utcnow(), dry_run=dry_run)
+        self._flush_recalls()  # recalls made so far count
+        now = utcnow()
+        settings: dict[ScopeKey, LifecycleSettings] = {}
+
+        def settings_of(key: ScopeKey) -> LifecycleSettings:
+            if key not in settings:
+                settings[key] = self.settings_for(key)
+            return settings[key]
+
+        self._restore_recalled(scope, now, settings_of, report, dry_run)
+        forgotten = self._forgotten(scope, now, settings_of, report)
+        report.decayed = sum(len(rows) for rows in forgotten.values())
+        for key, rows in forgotten.items():
+            strategy = settings_of(key).strategy
+            if strategy == "summarize" and lm is not None and not dry_run:
+                rows = self._summarize(key, rows, settings_of(key), lm, report)
+            if dry_run:
+                report.archived += len(rows)
+                continue
+            report.archived += self.store.archive(
+                [
+                    (row.row_id, {**numbers, "threshold": settings_of(key).archive_below})
+                    for row, numbers in rows
+                ],
+                actor=ACTOR,
+                reason="forgotten",
+                at=now_db(),
+            )
+        if consolidate and lm is not None and not dry_run:
+            keys = [key for key in self.store.scopes() if scope is None or _within(key, scope)]
+            for key in keys:
+                self._merge_duplicates(key, lm, report)
+        report.scopes = len(settings)
+        report.duration_s = round(time.monotonic() - started, 4)
+        logger.info(
+            "maintain: %d scope(s), %d archived, %d restored, %d merged, %d summarized in %.2fs",
+            report.scopes,
+            report.archived,
+            report.restored,
+            report.merged,
+            report.summarized,
+            report.duration_s,
+        )
+        return report
+
+    def _rows(self, scope: Scope | None, *, archived: bool) -> Any:
+        after = 0
+        while True:
+            rows = self.store.decay_rows(
+                after_row_id=after,
+                limit=_PAGE,
+                protected_kinds=self.config.protected_kinds,
+                archived=archived,
+                scope=scope,
+            )
+            yield from rows
+            if len(rows) < _PAGE:
+                return
+            after = rows[-1].row_id
+
+    def _restore_recalled(
+        self, scope: Scope | None, now: datetime, settings_of: Any, report: MaintenanceReport, dry_run: bool
+    ) -> None:
+        """Archived memories recalled since (get, include_archived) whose retention is back
+        above the threshold are active again."""
+        for row in self._rows(scope, archived=True):
+            if row.archived_at is None or row.recalled_at <= row.archived_at:
+                continue
+            value, numbers = self.retention(row, now)
+            if value < settings_of(row.scope).archive_below:
+                continue
+            report.restored += 1
+            if not dry_run:
+                self.store.restore(
+                    row.id, scope=None, actor=ACTOR, reason="recalled", metadata=numbers, recall=False
+                )
+
+    def _forgotten(
+        self, scope: Scope | None, now: datetime, settings_of: Any, report: MaintenanceReport
+    ) -> dict[ScopeKey, list[tuple[DecayRow, dict[str, Any]]]]:
+        forgotten: dict[ScopeKey, list[tuple[DecayRow, dict[str, Any]]]] = defaultdict(list)
+        for row in self._rows(scope, archived=False):
+            report.examined += 1
+            chosen = settings_of(row.scope)
+            value, numbers = self.retention(row, now)
+            if value >= chosen.archive_below:
+                continue
+            if self._protected(row, chosen, now):
+                report.kept += 1
+                continue
+            forgotten[row.scope].append((row, numbers))
+        return forgotten
+
+    # -- with the LM -----------------------------------------------------------------------
+
+    @property
+    def program(self) -> Any:
+        if self._program is None:
+            from dspy_memory.programs.consolidate import MemoryConsolidator
+
+            self._program = MemoryConsolidator()
+        return self._program
+
+    def _decide(self, cluster: Sequence[MemoryRecord], lm: Any, report: MaintenanceReport) -> Any:
+        """The program's decisions about a cluster, or None when it failed (logged)."""
+        inputs = {"memories": cluster_view(cluster), "today": f"{utcnow():%Y-%m-%d}"}
+        try:
+            prediction, usage = run_program(
+                self.program,
+                lm,
+                inputs,
+                max_attempts=self.write.max_attempts,
+                timeout_s=self.write.lm_timeout_s,
+            )
+        except WriteProgramError as exc:
+            report.usage = report.usage + (exc.usage or report.usage.__class__())
+            report.errors.append(short_error(exc))
+            return None
+        report.usage = report.usage + usage
+        return prediction.decisions
+
+    def _apply(self, cluster: Sequence[MemoryRecord], lm: Any, report: MaintenanceReport) -> set[str]:
+        """Ask, check and apply; returns the ids of the memories consolidated."""
+        decisions = self._decide(cluster, lm, report)
+        if decisions is None:
+            return set()
+        planned, refused = plan_consolidation(
+            decisions, cluster, max_content_chars=self.write.max_content_chars
+        )
+        metadata = {"program": type(self.program).__name__, "lm": lm_name(lm)}
+        created, conflicts = apply_consolidation(
+            self.store, self.embedder, planned, actor=ACTOR, metadata=metadata
+        )
+        report.refused += refused + conflicts
+        done: set[str] = set()
+        failed = {rejection.index for rejection in conflicts}
+        for index, plan in enumerate(planned):
+            if index in failed:
+                continue
+            done |= {record.id for record in plan.sources}
+            if plan.action == "MERGE":
+                report.merged += len(plan.sources)
+                report.merges += 1
+            else:
+                report.summarized += len(plan.sources)
+                report.summaries += 1
+        return done
+
+    def _summarize(
+        self,
+        key: ScopeKey,
+        rows: list[tuple[DecayRow, dict[str, Any]]],
+        settings: LifecycleSettings,
+        lm: Any,
+        report: MaintenanceReport,
+    ) -> list[tuple[DecayRow, dict[str, Any]]]:
+        """Forgotten memories of a scope, oldest first, `summarize_group` at a time, to the LM;
+        returns those it did not condense (they are archived as usual)."""
+        ordered = sorted(rows, key=lambda pair: pair[0].recalled_at)
+        left = []
+        for start in range(0, len(ordered), settings.summarize_group):
+            group = ordered[start : start + settings.summarize_group]
+            records = (self.store.get_memory(row.id) for row, _ in group)
+            cluster = [record for record in records if record is not None and record.status == "current"]
+            done = self._apply(cluster, lm, report) if len(cluster) >= 2 else set()
+            left += [(row, numbers) for row, numbers in group if row.id not in done]
+        return left
+
+    def _merge_duplicates(self, key: ScopeKey, lm: Any, report: MaintenanceReport) -> None:
+        pool = self.store.consolidation_pool(key, kinds=MERGEABLE_KINDS, limit=5000)
+        for cluster in near_duplicates(pool, self.config.merge_similarity, self.config.max_cluster_size)[
+            : self.config.max_clusters
+        ]:
+            self._apply(cluster, lm, report)
+
+
+def _within(key: ScopeKey, scope: Scope) -> bool:
+    user, agent, run = key
+    if scope.user_id is None and not scope.any_user and user is not None:
+        return False
+    return all(
+        wanted is None or wanted == value
+        for wanted, value in ((scope.user_id, user), (scope.agent_id, agent), (scope.run_id, run))
+    )
+
+
+def near_duplicates(
+    pool: Sequence[tuple[MemoryRecord, np.ndarray]], similarity: float, max_size: int
+) -> list[list[MemoryRecord]]:
+    """Clusters (size >= 2, largest first) of memories linked by cosine similarity >=
+    `similarity`, or by one subject and predicate with similarity >= `similarity` - 0.15
+    (one slot said two ways). Single linkage, capped at `max_size` members each."""
+    if len(pool) < 2:
+        return []
+    records = [record for record, _ in pool]
+    vectors = np.stack([vector for _, vector in pool]).astype(np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = vectors / np.where(norms == 0, 1, norms)
+    sims = vectors @ vectors.T
+    parent = list(range(len(records)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, j in zip(*np.nonzero(np.triu(sims, k=1) >= similarity - 0.15)):
+        same_slot = (
+            records[i].subject is not None
+            and records[i].predicate is not None
+            and (records[i].subject, records[i].predicate) == (records[j].subject, records[j].predicate)
+        )
+        if sims[i, j] >= similarity or same_slot:
+            parent[find(int(i))] = find(int(j))
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i in range(len(records)):
+        groups[find(i)].append(i)
+    clusters = [sorted(members)[:max_size] for members in groups.values() if len(members) >= 2]
+    clusters.sort(key=len, reverse=True)
+    return [[records[i] for i in members] for members in clusters]
