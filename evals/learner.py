@@ -25,6 +25,13 @@ LM knows no answers, situations or labels; nothing in it names an action to choo
      question's period: at the same fraction of its length. A demo question without a period
      relates its date to its `today`: the copy keeps the same distance from the current today.
      A current question without a period gets no as_of when the demo's had one.
+   - groups of aliases (an output listing items that carry `aliases`, e.g. `decisions`): the
+     demo's items, in order. A demo item covers the demo's memories (the input items that carry
+     an `alias`) at some ranks when those are ordered by how many words each shares with the
+     others (input order breaks ties); the copy covers the current memories at the same ranks
+     (a rank past the end is dropped, and an item left with none). Where the demo item had a
+     `content`, the copy's is the covered memories' contents joined (so it keeps every word
+     they hold); other fields come from the demo item.
    - any other output: the demo's value, unchanged.
 4. The naive policy, without a usable demonstration: ADD every fact; search for the question
    with no as_of; for other signatures (MIPROv2's proposers, SIMBA's advice) a fixed valid
@@ -276,6 +283,48 @@ def imitate_plan(inputs: dict[str, Any], demo: Demonstration) -> dict[str, Any]:
     return plan
 
 
+# -- groups of aliases -------------------------------------------------------------------------
+
+
+def _aliased(inputs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The input list whose items carry an `alias`."""
+    for value in inputs.values():
+        if isinstance(value, list) and value and all(isinstance(i, dict) and "alias" in i for i in value):
+            return value
+    return []
+
+
+def _by_kinship(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Items by how many words each shares with the others, most first; input order breaks ties."""
+    sets = [words(item) for item in items]
+    shared = [
+        sum(len(mine & theirs) for j, theirs in enumerate(sets) if j != i) for i, mine in enumerate(sets)
+    ]
+    return [items[i] for i in sorted(range(len(items)), key=lambda i: (-shared[i], i))]
+
+
+def _grouping(value: Any) -> bool:
+    return isinstance(value, list) and any(isinstance(item, dict) and "aliases" in item for item in value)
+
+
+def imitate_groups(
+    inputs: dict[str, Any], demo: Demonstration, demo_items: list[Any]
+) -> list[dict[str, Any]]:
+    current = _by_kinship(_aliased(inputs))
+    rank = {item.get("alias"): i for i, item in enumerate(_by_kinship(_aliased(demo.inputs)))}
+    copies = []
+    for item in demo_items:
+        aliases = item.get("aliases") if isinstance(item, dict) else None
+        covered = [current[rank[a]] for a in aliases or [] if a in rank and rank[a] < len(current)]
+        if not covered:
+            continue
+        copy = {**item, "aliases": [memory.get("alias") for memory in covered]}
+        if item.get("content"):
+            copy["content"] = " ".join(str(memory.get("content", "")) for memory in covered)
+        copies.append(copy)
+    return copies
+
+
 # -- everything else ---------------------------------------------------------------------------
 
 
@@ -300,7 +349,10 @@ def answer(call: LMCall, demos: list[Demonstration]) -> dict[str, Any]:
     if "plan" in call.output_fields:
         return {"plan": imitate_plan(call.inputs, demo) if demo else naive_plan(call.inputs)}
     if demo is not None:
-        return dict(demo.outputs)
+        return {
+            name: imitate_groups(call.inputs, demo, value) if _grouping(value) else value
+            for name, value in demo.outputs.items()
+        }
     return {name: _empty(annotation) for name, annotation in call.output_types.items()}
 
 

@@ -9,14 +9,15 @@ Programs and what they are compiled against:
   extract    ExtractFacts on LoCoMo sessions (fact F1 against the observations, MiniLM matching)
   answer     AnswerFromMemory on LoCoMo questions 1-4 with memory contexts (official F1)
   query      RewriteQuery on the temporal scenarios (does the plan ask about the right date?)
+  consolidate  ConsolidateMemories on the consolidation set (exact partition and kept words)
 Optimizers: bootstrap (BootstrapFewShot), mipro (MIPROv2, light), gepa (GEPA, light, with
 textual feedback from the metric), simba (SIMBA).
 
 Splits: the optimizer compiles on train; MIPROv2 and GEPA choose among their candidates on dev
-(never on train); test is only reported. reconcile and write are split by the set's template
-families, extract and answer by conversation, query by scenario: no wording, conversation or
-scenario is in two parts. --val (and --test) give separate files instead; all of --train is
-then train.
+(never on train); test is only reported. reconcile, write and consolidate are split by their
+sets' template families, extract and answer by conversation, query by scenario: no wording,
+conversation or scenario is in two parts. --val (and --test) give separate files instead; all
+of --train is then train.
 
 Roles: --lm runs the program (the student). --teacher-lm, when given, is the teacher that
 bootstraps demos (teacher_settings of BootstrapFewShot, MIPROv2 and SIMBA) and the proposer

@@ -222,6 +222,59 @@ def query_feedback(
     )
 
 
+# -- consolidate: the consolidation set -------------------------------------------------------
+
+
+def _decisions(prediction: Any) -> list[Any]:
+    return list(getattr(prediction, "decisions", None) or [])
+
+
+def consolidate_metric(example: Any, prediction: Any, trace: Any = None) -> float:
+    from evals.consolidate import consolidation_score
+
+    return consolidation_score(example.expected, _decisions(prediction))["exact"]
+
+
+def consolidate_feedback(
+    gold: Any, pred: Any, trace: Any = None, pred_name: Any = None, pred_trace: Any = None
+) -> Any:
+    """What was wrong, as reconcile's feedback says it: the right decisions by action and
+    aliases. Content is judged, never quoted: a lost term is counted, not named."""
+    from evals.consolidate import consolidation_score
+
+    decisions = _decisions(pred)
+    score = consolidation_score(gold.expected, decisions)
+    if score["exact"] == 1.0:
+        return _prediction(1.0, "Correct.")
+
+    def show(items: list[Any]) -> str:
+        shown = []
+        for item in items:
+            item = item.model_dump() if hasattr(item, "model_dump") else dict(item)
+            shown.append(f"{item.get('action')} {'+'.join(map(str, item.get('aliases') or []))}".strip())
+        return ", ".join(shown)
+
+    if score["partition"]:
+        lost = len(score["missing"])
+        return _prediction(
+            0.0,
+            f"The groups and actions were right, but the new content lost {lost} name(s), number(s) or "
+            "date(s) that the memories it replaces hold. Keep every one of them in the new sentence.",
+        )
+    return _prediction(
+        0.0,
+        f"In a '{gold.category}' cluster the right decisions were [{show(gold.expected)}] but the answer "
+        f"was [{show(decisions) or 'nothing'}]{'' if score['valid'] else ' (unknown or repeated aliases)'}. "
+        "Review the rules for this kind of cluster.",
+    )
+
+
+def consolidate_examples(path: str, embedder: Any) -> list[Any]:
+    from evals.consolidate import as_examples, load_cases
+
+    return as_examples(load_cases(path))
+
+
 def _tasks(embedder: Any) -> dict[str, Task]:
     from dspy_memory.programs import (
         CompactWriter,
@@ -229,8 +282,10 @@ def _tasks(embedder: Any) -> dict[str, Task]:
         FactReconciler,
         FusedWriter,
         MemoryAnswerer,
+        MemoryConsolidator,
         QueryRewriter,
     )
+    from evals.consolidate import DATA as CONSOLIDATE
     from evals.locomo import DEFAULT_DATA
     from evals.reconcile import DATA as RECONCILE
     from evals.temporal import DATA as TEMPORAL
@@ -285,10 +340,19 @@ def _tasks(embedder: Any) -> dict[str, Task]:
         "query": Task(
             "query", "query.json", QueryRewriter, query_metric, query_feedback, query_examples, str(TEMPORAL)
         ),
+        "consolidate": Task(
+            "consolidate",
+            "consolidate.json",
+            MemoryConsolidator,
+            consolidate_metric,
+            consolidate_feedback,
+            consolidate_examples,
+            str(CONSOLIDATE),
+        ),
     }
 
 
-TASK_NAMES = ("answer", "extract", "query", "reconcile", "write", "write_compact")
+TASK_NAMES = ("answer", "consolidate", "extract", "query", "reconcile", "write", "write_compact")
 
 
 def get_task(name: str, *, embedder: Any = "local") -> Task:

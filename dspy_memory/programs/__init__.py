@@ -10,6 +10,7 @@ from dspy_memory.programs.answer import (
     SearchPlan,
 )
 from dspy_memory.programs.compact import CompactOp, CompactWriteMemories, CompactWriter
+from dspy_memory.programs.consolidate import ConsolidateMemories, MemoryConsolidator
 from dspy_memory.programs.context import CompressMemories, MemoryCompressor
 from dspy_memory.programs.write import (
     ExtractFacts,
@@ -34,6 +35,8 @@ __all__ = [
     "CompactOp",
     "CompactWriteMemories",
     "CompactWriter",
+    "ConsolidateMemories",
+    "MemoryConsolidator",
     "CompressMemories",
     "MemoryCompressor",
     "ExtractFacts",

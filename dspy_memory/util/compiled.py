@@ -23,6 +23,7 @@ PROGRAM_FILES = {
     "reconcile": "reconcile.json",
     "answer": "answer.json",
     "query": "query.json",
+    "consolidate": "consolidate.json",
 }
 WRITERS: dict[str, type[dspy.Module]] = {
     "fused": FusedWriter,
@@ -107,14 +108,20 @@ def load_write_program(directory: str | os.PathLike[str], mode: str) -> tuple[Wr
 
 
 def load_reading_programs(directory: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, str]]:
-    """Compiled `answer` (MemoryAnswerer) and `query` (QueryRewriter) programs found in
-    `directory`, for `Memory.answer`."""
+    """Compiled `answer` (MemoryAnswerer), `query` (QueryRewriter) and `consolidate`
+    (MemoryConsolidator) programs found in `directory`: the programs that run after the write
+    path, for `Memory.answer` and maintenance."""
     from dspy_memory.programs.answer import MemoryAnswerer, QueryRewriter
+    from dspy_memory.programs.consolidate import MemoryConsolidator
 
     folder = Path(directory)
     modules: dict[str, Any] = {}
     loaded: dict[str, str] = {}
-    for name, make in (("answer", MemoryAnswerer), ("query", QueryRewriter)):
+    for name, make in (
+        ("answer", MemoryAnswerer),
+        ("query", QueryRewriter),
+        ("consolidate", MemoryConsolidator),
+    ):
         path = folder / PROGRAM_FILES[name]
         if path.exists():
             module = make()
