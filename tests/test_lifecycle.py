@@ -264,3 +264,31 @@ def test_maintenance_runs_on_a_schedule_without_blocking_writes(tmp_path, clock)
 def test_maintenance_every_is_validated():
     with pytest.raises(Exception, match="maintenance_every"):
         Memory(":memory:", embedder="test", maintenance_every="soon")
+
+
+def test_a_file_from_before_the_lifecycle_keeps_its_events_when_opened(tmp_path, clock):
+    """Schema 5 -> 6 rebuilds the event table (RESTORE joins its CHECK) with every id kept."""
+    import sqlean
+
+    from dspy_memory.store.migrations import MIGRATIONS, migrate
+
+    path = tmp_path / "old.db"
+    conn = sqlean.connect(str(path), isolation_level=None)
+    migrate(conn, MIGRATIONS[:5])
+    for event_id, event in ((7, "ADD"), (9, "DECAY")):
+        conn.execute(
+            "INSERT INTO memory_events (id, memory_id, user_id, event, new_content, actor, created_at) "
+            "VALUES (?, 'm1', 'ada', ?, 'Ada likes tea.', 'user', '2024-01-01T00:00:00.000000Z')",
+            (event_id, event),
+        )
+    conn.close()
+    with open_memory(path) as memory:
+        tea = memory.add("Ada likes coffee.", user_id="ada", infer=False).memories[0]
+        clock.advance(200)
+        memory.maintain(user_id="ada")
+        memory.restore(tea.id, user_id="ada")
+        with memory.store.snapshot() as conn:
+            events = [tuple(row) for row in conn.execute("SELECT id, memory_id, event FROM memory_events")]
+    assert events[:2] == [(7, "m1", "ADD"), (9, "m1", "DECAY")]
+    assert [event for _, _, event in events[2:]] == ["ADD", "DECAY", "RESTORE"]
+    assert events[2][0] == 10  # AUTOINCREMENT goes on after the copied ids

@@ -94,13 +94,21 @@ class EntityGraph:
         self, scope: Scope, view: TimeView, *, subject: str | None, predicate: str | None
     ) -> list[MemoryRecord]:
         """Every memory about `subject` (and `predicate`), true now or in the past, in world-time
-        order: how a fact changed."""
+        order: how a fact changed (memories merged into one are listed, expired, with the
+        merge's id as `superseded_by`)."""
         if subject is None and predicate is None:
             raise InvalidInputError("timeline() needs subject=, predicate= or both")
         for name, value in (("subject", subject), ("predicate", predicate)):
             if value is not None:
                 valid_text(value, name)
-        where = _latest_versions(scope_predicate(Predicate(), scope), view)
+        # The last version of each memory believed at `known_at`, and of memories merged into
+        # another since (expired, superseded_by the merge): a merge is part of how a fact changed.
+        where = scope_predicate(Predicate(), scope).add("m.created_at <= ?", view.known_at)
+        where.add(
+            "m.expired_at IS NULL OR m.expired_at > ? OR m.id IN (SELECT linked_id FROM memory_links "
+            "WHERE relation = 'merged_from' AND memory_id = m.superseded_by)",
+            view.known_at,
+        )
         if subject is not None:
             where.add("subj.normalized_name = ?", normalize_name(subject))
         if predicate is not None:
