@@ -12,9 +12,10 @@ from typing import Any
 from typing_extensions import Unpack
 
 from dspy_memory.agent.profile import ProfileUpdate
-from dspy_memory.config import LifecycleSettings, MemoryConfig
+from dspy_memory.config import MemoryConfig
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.graph import MemoryGraph
+from dspy_memory.lifecycle.facade import LifecycleMethods
 from dspy_memory.parts import build_parts, config_with
 from dspy_memory.read.retrieval import Recipe
 from dspy_memory.scopes import OwnerArgs, ScopeArgs, ScopeRules
@@ -28,7 +29,6 @@ from dspy_memory.types import (
     Episode,
     Event,
     Hit,
-    MaintenanceReport,
     MemoryRecord,
     Scope,
 )
@@ -40,7 +40,7 @@ from dspy_memory.write.inputs import MessagesInput
 logger = logging.getLogger("dspy_memory")
 
 
-class Memory:
+class Memory(LifecycleMethods):
     """Long-term memory in one SQLite file (docs/api.md).
 
     >>> memory = Memory("agent.db")                       # local MiniLM embedder
@@ -337,59 +337,6 @@ class Memory:
         self._retriever.flush()
         stats = self.store.stats()
         return {**stats, "writes": self.store.runs.totals(), "lifecycle": self._maintainer.overview()}
-
-    # -- lifecycle (docs/lifecycle.md) ---------------------------------------------------------
-
-    def maintain(
-        self, *, consolidate: bool = False, dry_run: bool = False, **owner: Unpack[OwnerArgs]
-    ) -> MaintenanceReport:
-        """Apply the forgetting curve to a scope (or all_scopes=True): archive memories whose
-        retention fell below the scope's threshold (DECAY events; `restore()` brings one back),
-        or summarize them with the LM (strategy "summarize"); bring back archived memories that
-        were recalled. consolidate=True: the LM also merges near-duplicates. Pinned memories,
-        profiles and core blocks never decay. Running it twice changes nothing the second time."""
-        self._first_use()
-        where = self._scopes.owner("maintain", owner)
-        lm = self._lm_for(True) if consolidate else self._lm_for(None)
-        return self._maintainer.run(where, lm=lm, consolidate=consolidate, dry_run=dry_run)
-
-    def restore(self, memory_id: str, **owner: Unpack[OwnerArgs]) -> MemoryRecord:
-        """Make an archived memory active again (a RESTORE event); it counts as a recall."""
-        memory_id, where = self._owned("restore", memory_id, owner)
-        record, _ = self.store.restore(memory_id, scope=where, actor="user")
-        return self._retriever.with_retention(record)
-
-    def pin(self, memory_id: str, pinned: bool = True, **owner: Unpack[OwnerArgs]) -> MemoryRecord:
-        """Pin a memory so it never decays (pinned=False: unpin); an archived one is restored."""
-        memory_id, where = self._owned("pin", memory_id, owner)
-        if not isinstance(pinned, bool):
-            raise InvalidInputError(f"pinned must be True or False, not {type(pinned).__name__}")
-        return self._retriever.with_retention(self.store.set_pinned(memory_id, scope=where, pinned=pinned))
-
-    def lifecycle_settings(
-        self,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        run_id: str | None = None,
-        reset: bool = False,
-        **settings: Any,
-    ) -> LifecycleSettings:
-        """The compaction settings of a scope (thresholds of age, recalls and importance;
-        strategy "archive" or "summarize"), stored in the file when given, e.g.
-        `lifecycle_settings(user_id="ada", min_age_days=90, strategy="summarize")`; reset=True
-        forgets the stored ones first. `maintain()` follows them; see LifecycleSettings."""
-        where = self._scope(
-            "lifecycle_settings", dict(user_id=user_id, agent_id=agent_id, run_id=run_id), exact=True
-        )
-        if settings or reset:
-            return self._maintainer.save_settings(where, settings, reset=reset)
-        return self._maintainer.settings_for((where.user_id, where.agent_id, where.run_id))
-
-    def _scheduled_maintenance(self) -> MaintenanceReport:
-        report = self._maintainer.run(None, lm=self._lm_for(None))
-        logger.info("scheduled maintenance: %s", report.model_dump(exclude={"refused"}))
-        return report
 
     # -- plumbing ------------------------------------------------------------------------------
 

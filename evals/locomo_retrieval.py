@@ -162,9 +162,11 @@ def evaluate(
     ks: tuple[int, ...] = KS,
     fresh_embeddings: bool = True,
     kinds: list[str] | None = None,
+    before: Any = None,
 ) -> dict[str, Any]:
     """Evidence recall@k per recipe, overall and per category, plus search latency; `kinds`
-    limits the search to those kinds of memory."""
+    limits the search to those kinds of memory; `before(conversation)` runs before its
+    questions are asked (e.g. to set the clock)."""
     results: dict[str, Any] = {}
     for recipe in recipes:
         # Each recipe pays for its own query embeddings, so latencies compare fairly.
@@ -179,6 +181,8 @@ def evaluate(
         stage(f"searching {questions:,} questions with the {recipe} recipe")
         for conversation in progress(conversations, desc=f"{recipe}: conversations"):
             known = {turn.dia_id for turn in conversation.turns}
+            if before is not None:
+                before(conversation)
             for question in conversation.questions:
                 if question.category not in categories:
                     continue
@@ -241,12 +245,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--sweep", action="store_true", help="try the grid of read settings (hybrid only; tune on dev only)"
     )
+    parser.add_argument(
+        "--retention-weights",
+        default=None,
+        metavar="W,W,...",
+        help="hybrid recall@10 per retention_weight, the turns stored at their sessions' dates (issue 14)",
+    )
     parser.add_argument("--out", default=None, help="JSON report (default: evals/results/...)")
     parser.add_argument("--plot", default=None, help="plot (default: evals/results/...)")
     args = parser.parse_args(argv)
     name = (
         "locomo_retrieval"
         + ("_sweep" if args.sweep else "")
+        + ("_retention" if args.retention_weights else "")
         + ("_observation" if args.facts == "observation" else "")
     )
     args.out = args.out or str(RESULTS_DIR / f"{name}.json")
@@ -257,6 +268,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         from evals.locomo_sweep import sweep  # it measures with this module's evaluate()
 
         return sweep(args, conversations)
+    if args.retention_weights:
+        from evals.locomo_lifecycle import retention_weights
+
+        return retention_weights(args, conversations)
     recipes = [name.strip() for name in args.recipes.split(",") if name.strip()]
     settings: dict[str, Any] = {}
     if args.turn_context is not None:

@@ -187,6 +187,46 @@ def cmd_delete_scope(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_maintain(args: argparse.Namespace) -> int:
+    scope = {"all_scopes": True} if args.all_scopes else scope_of(args)
+    with open_memory(args, lm=make_cli_lm(args)) as memory:
+        report = memory.maintain(consolidate=args.consolidate, dry_run=args.dry_run, **scope)
+    if args.json:
+        print_json(report.model_dump(mode="json"))
+        return 0
+    would = "would be " if report.dry_run else ""
+    print(
+        f"maintained {report.scopes} scope(s) in {report.duration_s:.2f}s: {report.examined} memories examined, "
+        f"{report.decayed} forgotten ({report.kept} of them kept by settings); {would}archived {report.archived}, "
+        f"restored {report.restored}, merged {report.merged} into {report.merges}, "
+        f"summarized {report.summarized} into {report.summaries}"
+    )
+    for rejection in report.refused:
+        print(f"  refused {rejection.action or '?'}: {rejection.reason}", file=sys.stderr)
+    for error in report.errors:
+        print(f"  LM error: {error}", file=sys.stderr)
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    with open_memory(args) as memory:
+        record = memory.restore(args.memory_id, **owner_of(args))
+    print_json(record.model_dump(mode="json")) if args.json else print(
+        f"restored {record.id}: {record.content}"
+    )
+    return 0
+
+
+def cmd_pin(args: argparse.Namespace) -> int:
+    with open_memory(args) as memory:
+        record = memory.pin(args.memory_id, not args.unpin, **owner_of(args))
+    if args.json:
+        print_json(record.model_dump(mode="json"))
+    else:
+        print(f"{'pinned' if record.pinned else 'unpinned'} {record.id}: {record.content}")
+    return 0
+
+
 def cmd_timeline(args: argparse.Namespace) -> int:
     with open_memory(args) as memory:
         records = memory.timeline(subject=args.subject, predicate=args.predicate, **scope_of(args))
@@ -255,7 +295,16 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return 0
     writes = stats.get("writes", {})
     print(f"{stats['path']}  ({stats['driver']}; embedder {stats['embedder']}, {stats['dim']} dimensions)")
-    print(f"current memories: {stats['current_memories']}")
+    print(
+        f"current memories: {stats['current_memories']} ({stats['archived_memories']} archived, "
+        f"{stats['pinned_memories']} pinned)"
+    )
+    lifecycle = stats["lifecycle"]
+    if lifecycle["decaying_memories"]:
+        print(
+            f"retention of {lifecycle['decaying_memories']} active memories: median {lifecycle['retention_median']}, "
+            f"p10 {lifecycle['retention_p10']}; {lifecycle['below_threshold']} below the archive threshold"
+        )
     print("rows: " + ", ".join(f"{table} {count}" for table, count in stats["tables"].items()))
     if writes.get("runs"):
         print(
@@ -268,6 +317,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 EVALS = {
     "chaos": "evals.chaos",
     "extraction": "evals.extraction",
+    "lifecycle": "evals.lifecycle",
     "longmemeval": "evals.longmemeval",
     "qa": "evals.qa",
     "retrieval": "evals.locomo_retrieval",

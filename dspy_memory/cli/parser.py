@@ -112,6 +112,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("delete-scope", "erase everything stored for a scope (the GDPR path)", c.cmd_delete_scope)
 
+    p = command(
+        "maintain",
+        "apply the forgetting curve: archive forgotten memories (restorable), consolidate with --lm",
+        c.cmd_maintain,
+    )
+    p.add_argument("--all-scopes", action="store_true", help="maintain every scope in the file")
+    p.add_argument(
+        "--consolidate",
+        action="store_true",
+        help="also merge near-duplicate memories with the LM (needs --lm)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="report what would change, change nothing")
+    p.add_argument("--lm", default=None, help=LM_HELP + "; summarizes with strategy 'summarize'")
+
+    by_id("restore", "make an archived memory active again", c.cmd_restore)
+    p = by_id("pin", "pin a memory so it never decays (--unpin: undo)", c.cmd_pin)
+    p.add_argument("--unpin", action="store_true", help="unpin it: it decays like any other")
+
     p = sub.add_parser(
         "eval",
         help="run an evaluation (from a checkout); options after the name go to it",

@@ -12,10 +12,16 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from dspy_memory.errors import ExtensionLoadError, MemoryClosedError
+from dspy_memory.errors import (
+    ExtensionLoadError,
+    MemoryClosedError,
+    MemoryFileError,
+    MemoryFolderMissingError,
+)
 
 # sqlean.py first: a recent SQLite with extension loading on Linux, macOS and Windows.
 DRIVER_MODULES = ("sqlean", "pysqlite3.dbapi2", "sqlite3")
@@ -251,3 +257,35 @@ class Connections:
                 conn.close()
             except Exception:  # pragma: no cover - closing a connection of a dead thread
                 pass
+
+
+def checked_file_path(path: str) -> str:
+    """`path` with ~ expanded, once it can name a memory file (else a MemoryFileError that says
+    why): not a folder, in a folder that exists."""
+    expanded = Path(path).expanduser()
+    if expanded.is_dir():
+        raise MemoryFileError(
+            f"{path!r} is a folder; give a file name in it, e.g. {str(expanded / 'memory.db')!r}"
+        )
+    parent = expanded.resolve().parent
+    if not parent.is_dir():
+        raise MemoryFolderMissingError(
+            f"cannot create the memory file {path!r}: folder {str(parent)!r} does not exist"
+        )
+    return str(expanded)
+
+
+def file_error(path: str, exc: Exception) -> MemoryFileError:
+    """What a driver error on opening means for the user."""
+    text = str(exc)
+    if "not a database" in text:
+        return MemoryFileError(
+            f"{path!r} is not a SQLite memory file (or it is encrypted or damaged): {text}. "
+            "Give a new file name; the file was not changed."
+        )
+    if "readonly" in text or "unable to open" in text:
+        return MemoryFileError(
+            f"cannot open {path!r} for writing: {text}. Check that you can write to the file and "
+            "its folder (SQLite also writes the -wal and -shm files next to it)."
+        )
+    return MemoryFileError(f"cannot open the memory file {path!r}: {text}")

@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dspy_memory.errors import EmbedderMismatchError, MemoryFileError, MemoryFolderMissingError
+from dspy_memory.errors import EmbedderMismatchError
 from dspy_memory.store import keyword
 from dspy_memory.store.audit import audit
 from dspy_memory.store.blocks import BlockStore
-from dspy_memory.store.connection import Connections, resolve_driver
+from dspy_memory.store.conflicts import WriteConflicts
+from dspy_memory.store.connection import Connections, checked_file_path, file_error, resolve_driver
 from dspy_memory.store.episodes import EpisodeLog
 from dspy_memory.store.erase import Eraser
 from dspy_memory.store.graph import EntityGraph
@@ -50,38 +50,6 @@ def _partition(scope: Scope) -> str | None:
     return None if scope.any_user else NO_USER
 
 
-def _checked_file_path(path: str) -> str:
-    """`path` with ~ expanded, once it can name a memory file (else a MemoryFileError that says
-    why): not a folder, in a folder that exists."""
-    expanded = Path(path).expanduser()
-    if expanded.is_dir():
-        raise MemoryFileError(
-            f"{path!r} is a folder; give a file name in it, e.g. {str(expanded / 'memory.db')!r}"
-        )
-    parent = expanded.resolve().parent
-    if not parent.is_dir():
-        raise MemoryFolderMissingError(
-            f"cannot create the memory file {path!r}: folder {str(parent)!r} does not exist"
-        )
-    return str(expanded)
-
-
-def _file_error(path: str, exc: Exception) -> MemoryFileError:
-    """What a driver error on opening means for the user."""
-    text = str(exc)
-    if "not a database" in text:
-        return MemoryFileError(
-            f"{path!r} is not a SQLite memory file (or it is encrypted or damaged): {text}. "
-            "Give a new file name; the file was not changed."
-        )
-    if "readonly" in text or "unable to open" in text:
-        return MemoryFileError(
-            f"cannot open {path!r} for writing: {text}. Check that you can write to the file and "
-            "its folder (SQLite also writes the -wal and -shm files next to it)."
-        )
-    return MemoryFileError(f"cannot open the memory file {path!r}: {text}")
-
-
 # The source episode of each memory row (columns named apart from the memory's own).
 PROVENANCE_COLUMNS = ", ".join(
     f"e.{name} AS episode_{name}"
@@ -89,9 +57,10 @@ PROVENANCE_COLUMNS = ", ".join(
 )
 
 
-class Store(MemoryWrites, LifecycleRows):
+class Store(MemoryWrites, LifecycleRows, WriteConflicts):
     """Schema, transactions, memory reads and search; memory writes come from MemoryWrites, the
-    lifecycle's rows (archive, restore, consolidation, settings) from LifecycleRows.
+    lifecycle's rows (archive, restore, consolidation, settings) from LifecycleRows, the write
+    path's compare-and-set from WriteConflicts.
     Episodes, the vector and keyword indexes, erasure, entities, the write-run log and core
     blocks live in the components `episodes`, `vectors`, `keywords`, `erase`, `graph`, `runs`
     and `blocks`.
@@ -116,7 +85,7 @@ class Store(MemoryWrites, LifecycleRows):
     ) -> None:
         path = os.fspath(path)
         if path != ":memory:" and not path.startswith("file:"):
-            path = _checked_file_path(path)
+            path = checked_file_path(path)
         self.path = path
         drivers = resolve_driver(driver)
         self._conns = Connections(path, drivers, busy_timeout_ms=busy_timeout_ms)
@@ -145,7 +114,7 @@ class Store(MemoryWrites, LifecycleRows):
                     self.turn_context.rebuild_all(conn)
         except drivers.DatabaseError as exc:
             self._conns.close()
-            raise _file_error(path, exc) from None
+            raise file_error(path, exc) from None
         if bound is not None:
             self.vectors.dim = int(bound)
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from dspy_memory.errors import WriteConflictError
 from dspy_memory.store.connection import Connections
 from dspy_memory.store.keyword import KeywordIndex
 from dspy_memory.store.queries import (
@@ -373,63 +372,6 @@ class MemoryWrites:
         """The newest memory row so far: rows written later have larger ids (AUTOINCREMENT)."""
         with self._conns.read() as conn:
             return int(conn.execute("SELECT ifnull(max(row_id), 0) FROM memories").fetchone()[0])
-
-    def check_unchanged(
-        self,
-        scope: Scope,
-        *,
-        versions: dict[str, int],
-        after_row_id: int,
-        seen: Sequence[str] = (),
-        hashes: Sequence[str] = (),
-        slots: Sequence[tuple[str, str]] = (),
-    ) -> None:
-        """Compare-and-set for the write path, inside its write transaction. Raises
-        WriteConflictError if a memory the LM acted on is no longer at the version it saw
-        (`versions`: id -> version), if a memory it was not shown (id not in `seen`) and written
-        after row `after_row_id` holds the same content (`hashes`), or if a current fact of a
-        single-valued slot it writes (`slots`: normalized subject name, predicate) was not shown,
-        whenever it was written: a retrieval miss is caught like a race. The error's `unseen`
-        lists those facts, to show the LM next time."""
-        with self.transaction() as conn:
-            if versions:
-                predicate = scope_predicate(Predicate(), scope)
-                predicate.add("m.id IN (SELECT value FROM json_each(?))", json.dumps(list(versions)))
-                current = dict(
-                    conn.execute(
-                        f"SELECT m.id, m.version FROM memories m WHERE {predicate.sql} AND m.expired_at IS NULL",
-                        predicate.params,
-                    ).fetchall()
-                )
-                changed = sorted(key for key, version in versions.items() if current.get(key) != version)
-                if changed:
-                    raise WriteConflictError(f"{len(changed)} memory(ies) changed since the LM read them")
-            if not hashes and not slots:
-                return
-            predicate = scope_predicate(Predicate(), scope)
-            predicate.add("m.kind != 'turn' AND m.expired_at IS NULL")
-            predicate.add("m.invalid_at IS NULL OR m.invalid_at > ?", now_db())
-            predicate.add("m.id NOT IN (SELECT value FROM json_each(?))", json.dumps(list(seen)))
-            predicate.add(
-                "(m.row_id > ? AND m.content_hash IN (SELECT value FROM json_each(?))) OR EXISTS (SELECT 1 "
-                "FROM json_each(?) slot WHERE slot.value ->> 0 = subj.normalized_name "
-                "AND slot.value ->> 1 = m.predicate)",
-                after_row_id,
-                json.dumps(list(hashes)),
-                json.dumps([list(slot) for slot in slots]),
-            )
-            unseen = [
-                row[0]
-                for row in conn.execute(
-                    "SELECT DISTINCT m.id FROM memories m LEFT JOIN entities subj ON subj.id = m.subject_id "
-                    f"WHERE {predicate.sql} LIMIT 20",
-                    predicate.params,
-                )
-            ]
-            if unseen:
-                raise WriteConflictError(
-                    f"{len(unseen)} current fact(s) on the same subject the LM was not shown", unseen=unseen
-                )
 
     def record_access(self, counts: Sequence[tuple[int, int, str]]) -> bool:
         """Add recalls to rows: (row_id, times recalled, last recall time), if the file can be
