@@ -88,14 +88,14 @@ def retention_weights(args: argparse.Namespace, conversations: list[Conversation
                 results[str(weight)] = result
         finally:
             set_clock(None)
-    groups = ["overall"] + [CATEGORY_NAMES[c] for c in (1, 2, 3, 4)]
     base = results[str(weights[0])]["recall"]
+    groups = [group for group in ["overall"] + [CATEGORY_NAMES[c] for c in (1, 2, 3, 4)] if group in base]
     for weight in weights:
         recall = results[str(weight)]["recall"]
         rows.append(
             [
                 weight,
-                *(recall[group]["R@10"] for group in groups if group in recall),
+                *(recall[group]["R@10"] for group in groups),
                 recall["overall"]["R@10"] - base["overall"]["R@10"],
             ]
         )

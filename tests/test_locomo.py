@@ -208,3 +208,21 @@ def test_sweep_tries_every_window_and_setting_and_ranks_the_defaults(mini_file, 
     printed = capsys.readouterr().out
     assert "the defaults {'turn_context_before': 2" in printed and "rank " in printed
     assert json.loads((tmp_path / "s.json").read_text())["stored"] == "turns"
+
+
+def test_retention_weights_are_measured_on_conversations_lived_in_time(mini_file, tmp_path, capsys):
+    from dspy_memory import Memory
+    from dspy_memory.util.timeutil import now_db
+
+    db = tmp_path / "lived.db"
+    argv = ["--data", str(mini_file), "--embedder", "test", "--db", str(db), "--retention-weights", "0,0.5"]
+    report = main([*argv, "--out", str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.png")])
+    assert report["weights"] == [0.0, 0.5] and set(report["results"]) == {"0.0", "0.5"}
+    assert report["results"]["0.0"]["questions"]["overall"] == 3
+    assert "| retention_weight" in capsys.readouterr().out
+    assert now_db() > "2026"  # the real clock is back
+    with Memory(db, embedder="test") as memory:
+        stored = {r.content.split(": ", 1)[-1][:20]: r for r in memory.get_all(user_id="conv-mini")}
+    # Each turn was stored when its session took place, so its retention reflects its age.
+    assert f"{stored['I went to an LGBTQ s'].created_at:%Y-%m-%d}" == "2023-05-08"
+    assert f"{stored['I am researching ado'].created_at:%Y-%m-%d}" == "2023-06-09"

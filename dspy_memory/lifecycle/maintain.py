@@ -31,6 +31,7 @@ logger = logging.getLogger("dspy_memory")
 
 ACTOR = "maintain"
 _PAGE = 2000
+_ARCHIVE_BATCH = 500
 # What consolidation may merge: facts the write path wrote, never raw turns or profiles.
 MERGEABLE_KINDS = tuple(kind for kind in FACT_KINDS if kind != "profile")
 
@@ -174,15 +175,15 @@ class Maintainer:
             if dry_run:
                 report.archived += len(rows)
                 continue
-            report.archived += self.store.archive(
-                [
-                    (row.row_id, {**numbers, "threshold": settings_of(key).archive_below})
-                    for row, numbers in rows
-                ],
-                actor=ACTOR,
-                reason="forgotten",
-                at=now_db(),
-            )
+            threshold = settings_of(key).archive_below
+            for start in range(0, len(rows), _ARCHIVE_BATCH):  # short transactions: writers wait less
+                batch = rows[start : start + _ARCHIVE_BATCH]
+                report.archived += self.store.archive(
+                    [(row.row_id, {**numbers, "threshold": threshold}) for row, numbers in batch],
+                    actor=ACTOR,
+                    reason="forgotten",
+                    at=now_db(),
+                )
         if consolidate and lm is not None and not dry_run:
             keys = [key for key in self.store.scopes() if scope is None or _within(key, scope)]
             for key in keys:
