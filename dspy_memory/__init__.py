@@ -1,7 +1,7 @@
 """dspy-memory: long-term, time-aware memory for DSPy agents in one SQLite file."""
 
 from dspy_memory.agent.tool_card import MemoryTool
-from dspy_memory.config import MemoryConfig, RetrievalConfig, WriteConfig
+from dspy_memory.config import LifecycleConfig, LifecycleSettings, MemoryConfig, RetrievalConfig, WriteConfig
 from dspy_memory.embed import (
     CallableEmbedder,
     Embedder,
@@ -29,7 +29,7 @@ from dspy_memory.errors import (
 )
 from dspy_memory.graph import GraphLink, MemoryGraph
 from dspy_memory.memory import Memory
-from dspy_memory.ops import AppliedOp, Fact, Op, Rejection
+from dspy_memory.ops import AppliedOp, ClusterMemory, ConsolidationOp, Fact, Op, Rejection
 from dspy_memory.read.retrieval import RECIPES, Recipe
 from dspy_memory.types import (
     AddResult,
@@ -43,6 +43,7 @@ from dspy_memory.types import (
     Event,
     Hit,
     LMUsage,
+    MaintenanceReport,
     MemoryRecord,
     Provenance,
     Scope,
@@ -70,6 +71,8 @@ __all__ = [
     "BlockError",
     "BlockVersion",
     "CallableEmbedder",
+    "ClusterMemory",
+    "ConsolidationOp",
     "Context",
     "ContextItem",
     "DSPyMemoryError",
@@ -91,6 +94,9 @@ __all__ = [
     "MemoryClosedError",
     "MemoryFileError",
     "LMUsage",
+    "LifecycleConfig",
+    "LifecycleSettings",
+    "MaintenanceReport",
     "LocalEmbedder",
     "LocalModels",
     "Memory",

@@ -191,8 +191,10 @@ class Memory(LifecycleMethods):
         """The current version of a memory (or its last version, marked expired), or None.
         Reading a memory is a recall: it slows its forgetting (docs/lifecycle.md)."""
         memory_id, where = self._owned("get", memory_id, owner)
-        self._retriever.flush()
-        self.store.recall(memory_id, scope=where)
+        row_id = self.store.current_row_id(memory_id, scope=where)
+        if row_id is not None and self.config.track_access:
+            self._retriever.recalls.add([row_id])
+        self._retriever.flush()  # what it shows includes this recall (unless the file is busy)
         record = self.store.get_memory(memory_id, scope=where)
         return self._retriever.with_retention(record) if record is not None else None
 

@@ -244,8 +244,8 @@ def test_access_statistics_count_recalls(memory):
     record = memory.add("Pixel is a beagle.", user_id="ada").memories[0]
     for _ in range(3):
         memory.search("beagle", user_id="ada")
-    fetched = memory.get(record.id, user_id="ada")
-    assert fetched.access_count == 3 and fetched.last_accessed_at is not None
+    fetched = memory.get(record.id, user_id="ada")  # reading it is a recall too
+    assert fetched.access_count == 4 and fetched.last_accessed_at is not None
 
 
 def test_memory_file_survives_reopen(db_path):

@@ -226,7 +226,8 @@ def test_reads_do_not_fail_while_another_process_holds_the_write_lock(db_path):
             other.execute("ROLLBACK")
             other.close()
         memory.get_all(user_id="ada")
-        assert memory.get(record.id, user_id="ada").access_count == 3
+        # 3 searches and 3 gets while the file was busy, none lost, and this get.
+        assert memory.get(record.id, user_id="ada").access_count == 7
 
 
 def test_an_unreadable_episode_does_not_block_recovery_of_others(db_path, caplog):

@@ -316,6 +316,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 EVALS = {
     "chaos": "evals.chaos",
+    "consolidate": "evals.consolidate",
     "extraction": "evals.extraction",
     "lifecycle": "evals.lifecycle",
     "longmemeval": "evals.longmemeval",

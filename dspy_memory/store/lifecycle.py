@@ -197,19 +197,15 @@ class LifecycleRows:
             row = self._current(conn, memory_id, scope)
         return record_from_row(row, TimeView(as_of=at, known_at=at))
 
-    def recall(self, memory_id: str, *, scope: Scope | None) -> bool:
-        """Count a recall of a memory read by id (an archived one too: it may come back at the
-        next maintenance); best effort, like search's counts: False when the file is busy."""
+    def current_row_id(self, memory_id: str, *, scope: Scope | None) -> int | None:
+        """The row of a memory's current version (for counting a recall of it), or None."""
         predicate = scope_predicate(Predicate().add("m.id = ? AND m.expired_at IS NULL", memory_id), scope)
-        with self._conns.transaction_if_free() as conn:
-            if conn is None:
-                return False
-            conn.execute(
-                "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE row_id = "
-                f"(SELECT m.row_id FROM memories m WHERE {predicate.sql} ORDER BY m.version DESC LIMIT 1)",
-                [now_db(), *predicate.params],
-            )
-        return True
+        with self._conns.read() as conn:
+            row = conn.execute(
+                f"SELECT m.row_id FROM memories m WHERE {predicate.sql} ORDER BY m.version DESC LIMIT 1",
+                predicate.params,
+            ).fetchone()
+        return row[0] if row else None
 
     @staticmethod
     def _current(conn: Any, memory_id: str, scope: Scope | None) -> Any:
