@@ -255,3 +255,20 @@ def test_keyword_filters_apply_before_the_top_k(tmp_path):
     hits = memory.search("apple", user_id="u", recipe="keyword", filters={"keep": True})
     assert [h.content for h in hits] == ["one apple"]
     memory.close()
+
+
+@pytest.mark.parametrize(
+    "text, query",
+    [
+        ("\U00018cd6:AU:\u0b3a", "\U00018cd6:AU:\u0b3a"),  # code points newer than Python's tables
+        ("that dinner was \U0001f970 really", "\U0001f970"),  # an emoji FTS5 indexes as a word
+        ("a nai\u0308ve plan", "nai\u0308ve"),  # a combining accent stays inside its word
+    ],
+)
+def test_queries_split_words_where_the_index_does(tmp_path, text, query):
+    """Query terms are cut at the characters FTS5's tokenizer separates on, no others: a
+    character the index keeps in a word must not vanish from the query (found by hypothesis)."""
+    with Memory(str(tmp_path / "m.db"), embedder=HashEmbedder(32)) as memory:
+        memory.add([*ADA_TEXTS, text, "AU pair dinner"], user_id="u", infer=False)
+        hits = memory.search(query, user_id="u", recipe="keyword", k=3)
+        assert hits and hits[0].content == text, [hit.content for hit in hits]

@@ -12,9 +12,57 @@ from typing import Any
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.store.queries import CANDIDATES_FROM, SIGNAL_COLUMNS, Candidate
 
-# Letters and digits only: FTS5's unicode61 tokenizer splits on everything else, and a quoted
-# string of separators would be an empty phrase.
-_TERM = re.compile(r"[^\W_]+", re.UNICODE)
+# ASCII letters and digits: FTS5's unicode61 tokenizer splits on every other ASCII character,
+# and a quoted string of separators would be an empty phrase.
+_ASCII_SEPARATOR = re.compile(r"[^A-Za-z0-9\x80-\U0010ffff]")
+
+
+class _Separators:
+    """Which non-ASCII characters the index's tokenizer (unicode61, Unicode 6.1 tables) splits
+    words on, asked of FTS5 itself once per character. Python's tables are newer and disagree:
+    a code point unassigned in Python's Unicode, an emoji newer than 6.1 or a combining accent
+    is part of a word in the index, so a query must keep it."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, bool] = {}
+        self._lock = threading.Lock()
+        self._conn: Any = None
+
+    def of(self, text: str) -> set[str]:
+        wanted = {ch for ch in text if not ch.isascii()}
+        with self._lock:
+            for ch in wanted - self._known.keys():
+                self._known[ch] = self._splits(ch)
+            return {ch for ch in wanted if self._known[ch]}
+
+    def _splits(self, ch: str) -> bool:
+        if "\ud800" <= ch <= "\udfff":  # a lone surrogate is no text (searchable() drops them)
+            return True
+        if self._conn is None:
+            from dspy_memory.store.connection import resolve_driver
+
+            self._conn = resolve_driver().connect(":memory:", check_same_thread=False)
+            self._conn.execute(
+                "CREATE VIRTUAL TABLE probe USING fts5(x, tokenize = 'unicode61 remove_diacritics 2')"
+            )
+            self._conn.execute("CREATE VIRTUAL TABLE probe_terms USING fts5vocab(probe, 'row')")
+        self._conn.execute("DELETE FROM probe")
+        self._conn.execute("INSERT INTO probe (x) VALUES (?)", (f"q{ch}z",))
+        return self._conn.execute("SELECT count(*) FROM probe_terms").fetchone()[0] != 1
+
+
+_SEPARATORS = _Separators()
+
+
+def _words(text: str) -> list[str]:
+    """`text` cut into words where the index's tokenizer cuts it."""
+    cut = _ASCII_SEPARATOR.sub(" ", text)
+    if not cut.isascii():
+        separators = _SEPARATORS.of(cut)
+        if separators:
+            cut = "".join(" " if ch in separators else ch for ch in cut)
+    return cut.split()
+
 
 # Dropped from keyword queries: they match most rows (the slowest part of BM25) while adding
 # almost nothing to the ranking. A query made only of stopwords keeps them.
@@ -35,7 +83,7 @@ def query_terms(text: str, *, drop_stopwords: bool = True, max_terms: int = 32) 
     """Lower-cased, de-duplicated search terms of `text`, in order of first appearance."""
     if not isinstance(text, str):
         raise InvalidInputError(f"a search query must be a string, not {type(text).__name__}")
-    terms = list(dict.fromkeys(match.group().lower() for match in _TERM.finditer(text)))
+    terms = list(dict.fromkeys(word.lower() for word in _words(text)))
     if drop_stopwords:
         content = [term for term in terms if term not in STOPWORDS]
         terms = content or terms
@@ -52,7 +100,7 @@ def match_expression(
     conversation), all of `scope_tokens` in `scope`."""
     if not terms:
         return None
-    # Terms hold only letters and digits; quoting makes FTS5 read keywords such as OR, NOT
+    # Terms hold no separator (so no quote); quoting makes FTS5 read keywords such as OR, NOT
     # and NEAR as plain words.
     content = (" AND " if require_all else " OR ").join(f'"{term}"' for term in terms)
     expression = f"{{content context}} : ({content})"
