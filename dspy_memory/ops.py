@@ -52,6 +52,25 @@ def _lenient_unit(value: Any) -> Any:
     return value
 
 
+def _action_word(value: Any, synonyms: dict[str, str]) -> Any:
+    """An action as LMs spell it ("noop", "Insert") -> ours; anything else is left for validation."""
+    if isinstance(value, str):
+        word = value.strip().upper()
+        return synonyms.get(word, word)
+    return value
+
+
+def _alias_number(value: Any) -> Any:
+    """ "3", "#3", "[3]", "m3" -> 3; "", "none" -> None; anything else stays and fails validation."""
+    if isinstance(value, str):
+        digits = value.strip().strip("[]#()").lstrip("mM").strip()
+        if digits.isdigit():
+            return int(digits)
+        if not digits or digits.casefold() in ("none", "null"):
+            return None
+    return value
+
+
 def _lenient_text(value: Any) -> Any:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
@@ -139,22 +158,12 @@ class Op(_LenientFactFields):
     @field_validator("action", mode="before")
     @classmethod
     def _action(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            word = value.strip().upper()
-            return _ACTION_SYNONYMS.get(word, word)
-        return value
+        return _action_word(value, _ACTION_SYNONYMS)
 
     @field_validator("target", mode="before")
     @classmethod
     def _alias(cls, value: Any) -> Any:
-        # "3", "#3", "[3]", "m3" -> 3; anything else stays and fails validation.
-        if isinstance(value, str):
-            digits = value.strip().strip("[]#()").lstrip("mM").strip()
-            if digits.isdigit():
-                return int(digits)
-            if not digits or digits.casefold() in ("none", "null"):
-                return None
-        return value
+        return _alias_number(value)
 
 
 class AppliedOp(BaseModel):
@@ -218,10 +227,7 @@ class ConsolidationOp(BaseModel):
     @field_validator("action", mode="before")
     @classmethod
     def _action(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            word = value.strip().upper()
-            return _CONSOLIDATION_SYNONYMS.get(word, word)
-        return value
+        return _action_word(value, _CONSOLIDATION_SYNONYMS)
 
     @field_validator("aliases", mode="before")
     @classmethod
@@ -229,16 +235,7 @@ class ConsolidationOp(BaseModel):
         # 3, "3", "1, 2", ["#1", "m2"] -> [ints]; anything else stays and fails validation.
         if isinstance(value, (int, str)) and not isinstance(value, bool):
             value = str(value).replace(";", ",").split(",")
-        if isinstance(value, list):
-            cleaned = []
-            for item in value:
-                if isinstance(item, str):
-                    digits = item.strip().strip("[]#()").lstrip("mM").strip()
-                    cleaned.append(int(digits) if digits.isdigit() else item)
-                else:
-                    cleaned.append(item)
-            return cleaned
-        return value
+        return [_alias_number(item) for item in value] if isinstance(value, list) else value
 
     @field_validator("content", "reason", mode="before")
     @classmethod

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -40,21 +41,33 @@ def family_splits(families: list[str], *, seed: int) -> dict[str, str]:
     return splits
 
 
-def build(seed: int = 7) -> list[dict[str, Any]]:
-    cases = []
-    for category, made in templates().items():
+def each_case(
+    made_by_category: dict[str, list[Any]], family: Any, *, seed: int, per_template: int
+) -> Iterator[Any]:
+    """(category, template, family name, split, rng, index) for each case of each template:
+    whole families go to one split, and each family draws from its own seeded generator (adding
+    a template changes no other family's cases)."""
+    for category, made in made_by_category.items():
         names = [family(category, template) for template in made]
         if len(set(names)) != len(names):
             raise ValueError(f"two templates of {category} share a name")
         splits = family_splits(names, seed=seed)
         for template, name in zip(made, names):
             rng = random.Random(f"{seed}:{name}")
-            for index in range(PER_TEMPLATE):
-                person = rng.choice(PEOPLE)
-                item = template(rng, person, day(rng, date(2024, 2, 1)))
-                if item["category"] != category:
-                    raise ValueError(f"{name} made a {item['category']!r} case")
-                cases.append({"id": f"{name}-{index + 1}", "family": name, "split": splits[name], **item})
+            for index in range(per_template):
+                yield category, template, name, splits[name], rng, index
+
+
+def build(seed: int = 7) -> list[dict[str, Any]]:
+    cases = []
+    for category, template, name, split, rng, index in each_case(
+        templates(), family, seed=seed, per_template=PER_TEMPLATE
+    ):
+        person = rng.choice(PEOPLE)
+        item = template(rng, person, day(rng, date(2024, 2, 1)))
+        if item["category"] != category:
+            raise ValueError(f"{name} made a {item['category']!r} case")
+        cases.append({"id": f"{name}-{index + 1}", "family": name, "split": split, **item})
     return cases
 
 

@@ -12,14 +12,13 @@ set's are (evals/data/make_reconcile.family_splits), so no wording is in two spl
 from __future__ import annotations
 
 import json
-import random
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 from evals.data.consolidate_set import family, templates
 from evals.data.consolidate_set.kit import PEOPLE, day
-from evals.data.make_reconcile import family_splits
+from evals.data.make_reconcile import each_case
 
 OUT = Path(__file__).resolve().parent.parent / "consolidate.jsonl"
 PER_TEMPLATE = 2
@@ -27,24 +26,13 @@ PER_TEMPLATE = 2
 
 def build(seed: int = 11) -> list[dict[str, Any]]:
     cases = []
-    for category, made in templates().items():
-        names = [family(category, template) for template in made]
-        if len(set(names)) != len(names):
-            raise ValueError(f"two templates of {category} share a name")
-        splits = family_splits(names, seed=seed)
-        for template, name in zip(made, names):
-            rng = random.Random(f"{seed}:{name}")
-            for index in range(PER_TEMPLATE):
-                item = template(rng, rng.choice(PEOPLE), day(rng, date(2025, 1, 1), 300))
-                cases.append(
-                    {
-                        "id": f"{name}/{index + 1}",
-                        "family": name,
-                        "category": category,
-                        "split": splits[name],
-                        **item,
-                    }
-                )
+    for category, template, name, split, rng, index in each_case(
+        templates(), family, seed=seed, per_template=PER_TEMPLATE
+    ):
+        item = template(rng, rng.choice(PEOPLE), day(rng, date(2025, 1, 1), 300))
+        cases.append(
+            {"id": f"{name}/{index + 1}", "family": name, "category": category, "split": split, **item}
+        )
     return cases
 
 
