@@ -177,6 +177,12 @@ class LifecycleConfig(LifecycleSettings):
 
     base_days: float = Field(30.0, gt=0)
     importance_boost: float = Field(1.0, ge=0)
+    # A search recalls its top `recalls_per_search` hits (what a reader takes from it); the rest
+    # were only shown. In `python -m evals.lifecycle` (docs/benchmarks.md) counting all 10 hits
+    # kept 3 in 4 never-asked-about memories from fading (active set -10%); 5 shrank it by 21%
+    # with recall of the facts in use unchanged; 3 and 1 cost 0.006 and 0.058 of it. get() and
+    # restore() always recall.
+    recalls_per_search: int = Field(5, ge=0)
     # Kinds that never decay (profile documents and core blocks live apart and never do either).
     protected_kinds: tuple[str, ...] = ("profile",)
     # Merge near-duplicates (cosine similarity >= merge_similarity, or one subject and predicate)

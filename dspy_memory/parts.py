@@ -114,6 +114,7 @@ def build_parts(
         config.retrieval,
         track_access=config.track_access,
         forgetting=Forgetting(base_days=lifecycle.base_days, importance_boost=lifecycle.importance_boost),
+        recalls_per_search=lifecycle.recalls_per_search,
     )
     writer = Writer(store, chosen, retriever, config.write, program=write_program)
     maintainer = Maintainer(

@@ -9,9 +9,10 @@ Two files receive the same adds and the same queries at the same simulated times
 turn (no LM) from evals/synthetic.py; its question, people named by first name only, is the
 query that targets it. At creation a memory is hot (asked about on ~3 days a week), warm (every
 2-4 weeks) or cold (never); asking is `search(question, k=10)`. With --recall hits (the
-library's default) that search is a recall of all ten hits, so cold memories are recalled too,
-as other questions' neighbours; --recall used counts only the fact asked about (read with get()
-when found), --recall none counts nothing (track_access=False).
+library's way) that search recalls its top `lifecycle.recalls_per_search` hits (default 5;
+--recalls-per-search 10 counts all, and cold memories are recalled as other questions'
+neighbours); --recall used counts only the fact asked about (read with get() when found),
+--recall none counts nothing (track_access=False).
 
 At the end (right after a last maintenance) we ask the question of every fact recalled in the
 last 30 days and report recall@10 in both files: forgetting must not lose what is used while
@@ -193,6 +194,11 @@ def simulate(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     settings: dict[str, Any] = {"lifecycle": {"base_days": args.base_days}}
     if args.retention_weight is not None:
         settings["retrieval"] = {"retention_weight": args.retention_weight}
+    if args.recalls_per_search is not None:
+        settings["lifecycle"] = {
+            **settings.get("lifecycle", {}),
+            "recalls_per_search": args.recalls_per_search,
+        }
     clock = Clock()
     set_clock(clock)
     twins = [
@@ -365,12 +371,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--recall",
         choices=("hits", "used", "none"),
         default="hits",
-        help="hits: every search recalls its ten hits (the library's default); used: searches count "
+        help="hits: a search recalls its top hits (the library's way, see --recalls-per-search); used: searches count "
         "nothing (track_access=False) and the fact asked about, when found, is read with get(); "
         "none: nothing is counted (track_access=False)",
     )
     parser.add_argument("--base-days", type=float, default=30.0, help="lifecycle.base_days of both files")
     parser.add_argument("--retention-weight", type=float, default=None, help="retrieval.retention_weight")
+    parser.add_argument(
+        "--recalls-per-search",
+        type=int,
+        default=None,
+        help="lifecycle.recalls_per_search (hits counted as recalls)",
+    )
     parser.add_argument(
         "--old-after-days", type=int, default=180, help="'old': stored at least this long ago"
     )

@@ -23,6 +23,7 @@ class LifecycleMethods:
     _retriever: Any
     _scopes: Any
     store: Any
+    config: Any
 
     def _first_use(self) -> None: ...
     def _scope(self, method: str, args: dict[str, Any], *, exact: bool = False) -> Any: ...
@@ -43,6 +44,12 @@ class LifecycleMethods:
         ):
             raise ScopeError(
                 "maintain() needs a scope: pass user_id= (agent_id=, run_id=) or all_scopes=True"
+            )
+        if not self.config.track_access:
+            # evals/lifecycle.py: without recall counts, maintenance archives the facts in use.
+            logger.warning(
+                "maintain() on a Memory with track_access=False: recalls made through it are not counted, "
+                "so memories in use may be archived"
             )
         where = self._scopes.owner("maintain", owner)
         lm = self._lm_for(True) if consolidate else self._lm_for(None)

@@ -83,12 +83,14 @@ class Retriever:
         *,
         track_access: bool,
         forgetting: Forgetting | None = None,
+        recalls_per_search: int = 5,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.config = config
         self.track_access = track_access
         self.forgetting = forgetting or Forgetting(base_days=30.0, importance_boost=1.0)
+        self.recalls_per_search = recalls_per_search
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dspy-memory-search")
         self.recalls = RecallCounter(store)
 
@@ -214,7 +216,7 @@ class Retriever:
         found = self.store.records_with_provenance([row_id for row_id, _ in ranked], view)
         ranked = [(row_id, detail) for row_id, detail in ranked if row_id in found]
         if self.track_access and count_access and ranked:
-            self.recalls.add([row_id for row_id, _ in ranked])
+            self.recalls.add([row_id for row_id, _ in ranked[: self.recalls_per_search]])
         for row_id, detail in ranked:
             found[row_id][0].retention = detail["retention"]
         return [
