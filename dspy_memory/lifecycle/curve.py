@@ -39,7 +39,15 @@ def stability_days(
         raise InvalidInputError("base_days must be > 0 and importance_boost >= 0")
     if not strength > 0:
         raise InvalidInputError(f"strength must be > 0, got {strength!r}")
-    return base_days * (strength + recalls) * (1 + importance_boost * importance)
+    return _stability(recalls, strength, importance, base_days, importance_boost)
+
+
+def _stability(recalls: int, strength: float, importance: float, base_days: float, boost: float) -> float:
+    return base_days * (strength + recalls) * (1 + boost * importance)
+
+
+def _retention(days_since_recall: float, stability: float) -> float:
+    return 1.0 if days_since_recall <= 0 else math.exp(-days_since_recall / stability)
 
 
 def retention(days_since_recall: float, stability: float) -> float:
@@ -48,7 +56,7 @@ def retention(days_since_recall: float, stability: float) -> float:
         raise InvalidInputError(f"stability must be a positive number of days, got {stability!r}")
     if math.isnan(days_since_recall):
         raise InvalidInputError("days_since_recall is not a number")
-    return 1.0 if days_since_recall <= 0 else math.exp(-days_since_recall / stability)
+    return _retention(days_since_recall, stability)
 
 
 def days_until(threshold: float, stability: float) -> float:
@@ -65,19 +73,15 @@ def julian_day(moment: datetime) -> float:
 
 @dataclass(frozen=True)
 class Forgetting:
-    """The curve with its parameters (LifecycleConfig.base_days, importance_boost)."""
+    """The curve with its parameters (LifecycleConfig.base_days, importance_boost). It runs on
+    every search candidate, so it does not check its inputs again: the config validated the
+    parameters, and the schema's CHECKs the statistics."""
 
     base_days: float
     importance_boost: float
 
     def stability(self, *, recalls: int, strength: float, importance: float) -> float:
-        return stability_days(
-            recalls=recalls,
-            importance=importance,
-            base_days=self.base_days,
-            importance_boost=self.importance_boost,
-            strength=strength,
-        )
+        return _stability(recalls, strength, importance, self.base_days, self.importance_boost)
 
     def retention(
         self,
@@ -91,5 +95,6 @@ class Forgetting:
         """R for a memory's statistics; a pinned memory keeps everything."""
         if pinned:
             return 1.0
-        stability = self.stability(recalls=recalls, strength=strength, importance=importance)
-        return retention(days_since_recall, stability)
+        return _retention(
+            days_since_recall, self.stability(recalls=recalls, strength=strength, importance=importance)
+        )

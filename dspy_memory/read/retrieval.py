@@ -352,19 +352,17 @@ class Retriever:
         """`final` of each detail from its fused score and the memory's signals, in place;
         retention is measured at `now_jd` (the search's system time, a julian day)."""
         config = self.config
-        weights = (
-            config.recency_weight
-            + config.importance_weight
-            + config.strength_weight
-            + config.retention_weight
-        )
-        base = max(0.0, 1.0 - weights)
+        # Read once: this loop runs for every candidate of every search.
+        w_recency, w_importance = config.recency_weight, config.importance_weight
+        w_strength, w_retention = config.strength_weight, config.retention_weight
+        half_life, retention = config.recency_half_life_days, self.forgetting.retention
+        base = max(0.0, 1.0 - w_recency - w_importance - w_strength - w_retention)
         for row_id, detail in details.items():
             candidate = candidates[row_id]
-            detail["recency"] = recency(candidate.age_days, config.recency_half_life_days)
+            detail["recency"] = recency(candidate.age_days, half_life)
             detail["importance"] = candidate.importance
             detail["strength"] = candidate.strength / (1.0 + candidate.strength)
-            detail["retention"] = self.forgetting.retention(
+            detail["retention"] = retention(
                 recalls=candidate.recalls,
                 strength=candidate.strength,
                 importance=candidate.importance,
@@ -373,8 +371,8 @@ class Retriever:
             )
             detail["final"] = (
                 base * detail["fused"]
-                + config.recency_weight * detail["recency"]
-                + config.importance_weight * detail["importance"]
-                + config.strength_weight * detail["strength"]
-                + config.retention_weight * detail["retention"]
+                + w_recency * detail["recency"]
+                + w_importance * detail["importance"]
+                + w_strength * detail["strength"]
+                + w_retention * detail["retention"]
             )
