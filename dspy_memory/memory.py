@@ -187,11 +187,14 @@ class Memory(LifecycleMethods):
         options = dict(k=k, recipe=recipe, kinds=kinds, filters=filters, include_archived=include_archived)
         return self._retriever.search_at(query, where, as_of=as_of, known_at=known_at, **options)
 
-    def get(self, memory_id: str, **owner: Unpack[OwnerArgs]) -> MemoryRecord | None:
+    def get(self, memory_id: str, *, recall: bool = True, **owner: Unpack[OwnerArgs]) -> MemoryRecord | None:
         """The current version of a memory (or its last version, marked expired), or None.
-        Reading a memory is a recall: it slows its forgetting (docs/lifecycle.md)."""
+        Reading a memory is a recall: it slows its forgetting (docs/lifecycle.md); recall=False
+        only looks (inspection tools, evals)."""
         memory_id, where = self._owned("get", memory_id, owner)
-        row_id = self.store.current_row_id(memory_id, scope=where)
+        if not isinstance(recall, bool):
+            raise InvalidInputError(f"recall must be True or False, not {type(recall).__name__}")
+        row_id = self.store.current_row_id(memory_id, scope=where) if recall else None
         if row_id is not None and self.config.track_access:
             self._retriever.recalls.add([row_id])
         self._retriever.flush()  # what it shows includes this recall (unless the file is busy)

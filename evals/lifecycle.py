@@ -142,15 +142,12 @@ class Twin:
         return found
 
     def sample(self, day: float, examples: dict[str, Fact]) -> None:
-        """R now of each example memory, read from the store (not a get(): that is a recall)."""
-        self.memory._retriever.flush()  # batched recall counts, so R reflects today's searches
+        """R now of each example memory (get(recall=False): looking is not recalling)."""
         for kind, fact in examples.items():
             if fact.index not in self.ids:
                 continue
-            record = self.memory.store.get_memory(self.ids[fact.index])
-            self.curves.setdefault(kind, []).append(
-                (day, self.memory._retriever.with_retention(record).retention)
-            )
+            record = self.memory.get(self.ids[fact.index], user_id=USER, recall=False)
+            self.curves.setdefault(kind, []).append((day, record.retention))
             if record.archived_at is not None and kind not in self.archived_on:
                 self.archived_on[kind] = day
 

@@ -224,6 +224,9 @@ def test_retention_is_on_every_hit_and_in_stats(tmp_path, clock):
         memory.add(FACTS, user_id="ada", infer=False)
         assert memory.stats()["lifecycle"]["retention_median"] == 1.0
         clock.advance(45)
+        some = memory.get_all(user_id="ada")[0]  # a listing is no recall
+        looked = memory.get(some.id, user_id="ada", recall=False)  # nor is looking
+        assert looked.access_count == 0 and looked.retention == pytest.approx(math.exp(-1), abs=1e-4)
         stats = memory.stats()["lifecycle"]
         assert stats["decaying_memories"] == 3 and stats["below_threshold"] == 0
         assert stats["retention_median"] == pytest.approx(math.exp(-1), abs=1e-4)
