@@ -237,3 +237,23 @@ def test_erasing_a_merged_part_erases_the_merge_and_its_other_parts(tmp_path, cl
         memory.delete(first.id, user_id="ada")
         assert current(memory, user_id="ada") == sorted(OTHERS)
     assert leaks(str(path), [secret, other]) == []
+
+
+def test_the_checks_accept_every_right_answer_of_the_eval_set():
+    """The refusal rules (aliases, names and numbers kept) must not refuse the decisions the
+    consolidation eval set calls right: a check stricter than the task would block good merges."""
+    import json
+
+    from dspy_memory.lifecycle.consolidate import plan_consolidation
+    from dspy_memory.types import MemoryRecord
+    from evals.consolidate import DATA
+
+    cases = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for case in cases:
+        cluster = [
+            MemoryRecord(id=f"m{m['alias']}", content=m["content"], content_hash="h", created_at="2025-01-01")
+            for m in case["memories"]
+        ]
+        planned, refused = plan_consolidation(case["expected"], cluster, max_content_chars=1000)
+        assert refused == [], (case["id"], refused)
+        assert len(planned) == sum(1 for item in case["expected"] if item["action"] != "KEEP"), case["id"]
