@@ -257,3 +257,25 @@ def test_the_checks_accept_every_right_answer_of_the_eval_set():
         planned, refused = plan_consolidation(case["expected"], cluster, max_content_chars=1000)
         assert refused == [], (case["id"], refused)
         assert len(planned) == sum(1 for item in case["expected"] if item["action"] != "KEEP"), case["id"]
+
+
+def test_near_duplicates_are_paired_across_similarity_blocks():
+    """Clusters come from similarity computed a block of rows at a time: a memory and its
+    near-copy 600 rows later (another block) are still paired, and nothing else is."""
+    import numpy as np
+
+    from dspy_memory.lifecycle.maintain import near_duplicates
+    from dspy_memory.types import MemoryRecord
+
+    rng = np.random.default_rng(0)
+    originals = rng.standard_normal((600, 32)).astype(np.float32)
+    copies = originals[:50] + 0.01 * rng.standard_normal((50, 32)).astype(np.float32)
+    vectors = np.concatenate([originals, copies])
+    records = [
+        MemoryRecord(id=str(i), content=f"m{i}", content_hash="h", created_at="2025-01-01")
+        for i in range(len(vectors))
+    ]
+    clusters = near_duplicates(list(zip(records, vectors)), 0.9, 8)
+    assert sorted(sorted(int(r.id) for r in cluster) for cluster in clusters) == [
+        [i, 600 + i] for i in range(50)
+    ]

@@ -32,6 +32,7 @@ logger = logging.getLogger("dspy_memory")
 ACTOR = "maintain"
 _PAGE = 2000
 _ARCHIVE_BATCH = 500
+_SIMILARITY_BLOCK = 512
 # What consolidation may merge: facts the write path wrote, never raw turns or profiles.
 MERGEABLE_KINDS = tuple(kind for kind in FACT_KINDS if kind != "profile")
 
@@ -354,7 +355,6 @@ def near_duplicates(
     vectors = np.stack([vector for _, vector in pool]).astype(np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     vectors = vectors / np.where(norms == 0, 1, norms)
-    sims = vectors @ vectors.T
     parent = list(range(len(records)))
 
     def find(i: int) -> int:
@@ -363,14 +363,20 @@ def near_duplicates(
             i = parent[i]
         return i
 
-    for i, j in zip(*np.nonzero(np.triu(sims, k=1) >= similarity - 0.15)):
-        same_slot = (
-            records[i].subject is not None
-            and records[i].predicate is not None
-            and (records[i].subject, records[i].predicate) == (records[j].subject, records[j].predicate)
-        )
-        if sims[i, j] >= similarity or same_slot:
-            parent[find(int(i))] = find(int(j))
+    # Row blocks: the whole similarity matrix of 5,000 memories would take 100 MB.
+    for start in range(0, len(records), _SIMILARITY_BLOCK):
+        block = vectors[start : start + _SIMILARITY_BLOCK] @ vectors.T
+        for row, j in zip(*np.nonzero(block >= similarity - 0.15)):
+            i = start + int(row)
+            if j <= i:
+                continue
+            same_slot = (
+                records[i].subject is not None
+                and records[i].predicate is not None
+                and (records[i].subject, records[i].predicate) == (records[j].subject, records[j].predicate)
+            )
+            if block[row, j] >= similarity or same_slot:
+                parent[find(i)] = find(int(j))
     groups: dict[int, list[int]] = defaultdict(list)
     for i in range(len(records)):
         groups[find(i)].append(i)
