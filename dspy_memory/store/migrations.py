@@ -303,6 +303,23 @@ _V6 = (
     "CREATE INDEX memory_links_linked ON memory_links (linked_id)",
 )
 
+# The memory service's API keys (docs/server.md): only a hash of each secret is stored; a key
+# is bound to one scope (a tenant), or is an admin key.
+_V7 = (
+    """CREATE TABLE api_keys (
+        id TEXT PRIMARY KEY,
+        key_hash TEXT NOT NULL UNIQUE,
+        name TEXT,
+        user_id TEXT,
+        agent_id TEXT,
+        run_id TEXT,
+        admin INTEGER NOT NULL DEFAULT 0 CHECK (admin IN (0, 1)),
+        created_at TEXT NOT NULL,
+        revoked_at TEXT,
+        last_used_at TEXT
+    )""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "write path: superseded_by, episode intent, write runs", _V2),
@@ -310,6 +327,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "raw turns by text and time", _V4),
     Migration(5, "raw turns indexed with their conversation context", _V5),
     Migration(6, "lifecycle: archived and pinned memories, RESTORE events, settings per scope, links", _V6),
+    Migration(7, "API keys of the memory service", _V7),
 )
 # The migration after which the Store builds the contexts of the turns the file already held.
 TURN_CONTEXT_VERSION = 5

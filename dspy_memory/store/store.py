@@ -18,6 +18,7 @@ from dspy_memory.store.connection import Connections, checked_file_path, file_er
 from dspy_memory.store.episodes import EpisodeLog
 from dspy_memory.store.erase import Eraser
 from dspy_memory.store.graph import EntityGraph
+from dspy_memory.store.keys import KeyStore
 from dspy_memory.store.lifecycle import LifecycleRows
 from dspy_memory.store.migrations import TURN_CONTEXT_VERSION, migrate
 from dspy_memory.store.queries import (
@@ -105,6 +106,7 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts):
         self.runs = WriteRunLog(self._conns)
         self.turns = RawTurns(self._conns)
         self.blocks = BlockStore(self._conns)
+        self.keys = KeyStore(self._conns)
         try:
             with self._conns.read() as conn:
                 applied = migrate(conn)

@@ -1,0 +1,473 @@
+"""The memory service: `create_app(config)` is a FastAPI app over one Memory (docs/server.md).
+
+Routes: the three seed endpoints (`/store_memory`, `/retrieve_memory`, `/forget_memory`, with
+exactly their request and response shapes), `/v1/...` for everything else, `/healthz`,
+`/readyz`, OpenAPI at `/docs`. Every route's scope comes from the caller's API key
+(server/auth.py); errors are JSON `{"error": {"code", "message"}}`. Handlers are plain `def`:
+FastAPI runs them in its thread pool, and Memory is safe across threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from fastapi import Depends, FastAPI, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from dspy_memory.config import MemoryConfig
+from dspy_memory.errors import DSPyMemoryError
+from dspy_memory.server.auth import (
+    SCOPE_FIELDS,
+    Caller,
+    RateLimiter,
+    ServiceError,
+    authenticate,
+    error_response,
+    memory_error_response,
+)
+from dspy_memory.types import (
+    AddResult,
+    Answer,
+    Block,
+    Context,
+    DeleteResult,
+    Event,
+    Hit,
+    MaintenanceReport,
+    MemoryRecord,
+)
+
+logger = logging.getLogger("dspy_memory")
+
+
+# -- request bodies ------------------------------------------------------------------------------
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StoreRequest(_Body):
+    content: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class StoreResponse(BaseModel):
+    memory_id: str
+    status: str = "stored"
+
+
+class RetrieveRequest(_Body):
+    query: str
+    top_k: int = 5
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class RetrievedMemory(BaseModel):
+    memory_id: str
+    content: str
+    timestamp: str
+    score: float
+
+
+class RetrieveResponse(BaseModel):
+    memories: list[RetrievedMemory]
+
+
+class ForgetRequest(_Body):
+    memory_id: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ForgetResponse(BaseModel):
+    status: str = "deleted"
+    memory_id: str
+
+
+class Scoped(_Body):
+    user_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+
+    def ids(self) -> dict[str, Any]:
+        return {field: getattr(self, field) for field in SCOPE_FIELDS}
+
+
+class AddRequest(Scoped):
+    messages: Any
+    metadata: dict[str, Any] | None = None
+    at: str | None = None
+    infer: bool | None = None
+    background: bool = False
+
+
+class UpdateRequest(Scoped):
+    content: str
+    reason: str | None = None
+
+
+class SearchRequest(Scoped):
+    query: str
+    k: int = 10
+    recipe: str = "hybrid"
+    as_of: str | None = None
+    known_at: str | None = None
+    kinds: list[str] | None = None
+    filters: dict[str, Any] | None = None
+    include_archived: bool = False
+
+
+class ContextRequest(Scoped):
+    query: str
+    budget_tokens: int = 1500
+    as_of: str | None = None
+
+
+class AnswerRequest(Scoped):
+    question: str
+    budget_tokens: int = 1500
+    as_of: str | None = None
+    rewrite: bool = False
+
+
+class BlockRequest(Scoped):
+    value: str
+    char_limit: int | None = None
+    description: str | None = None
+
+
+class MaintainRequest(Scoped):
+    consolidate: bool = False
+    dry_run: bool = False
+
+
+class KeyRequest(Scoped):
+    admin: bool = False
+    name: str | None = None
+
+
+class KeyInfo(BaseModel):
+    id: str
+    name: str | None
+    user_id: str | None
+    agent_id: str | None
+    run_id: str | None
+    admin: bool
+    created_at: str
+    revoked_at: str | None
+
+
+class CreatedKey(KeyInfo):
+    key: str  # shown once; only its hash is stored
+
+
+def _key_info(key: Any) -> dict[str, Any]:
+    ids = key.scope.model_dump() if key.scope is not None else dict.fromkeys(SCOPE_FIELDS)
+    return dict(id=key.id, name=key.name, admin=key.admin, created_at=key.created_at, revoked_at=key.revoked_at, **ids)
+
+
+# -- the app -------------------------------------------------------------------------------------
+
+
+def create_app(
+    config: MemoryConfig | str | None = None,
+    *,
+    memory: Any = None,
+    insecure: bool = False,
+    rate_per_second: float = 50.0,
+    burst: int = 100,
+    **memory_options: Any,
+) -> FastAPI:
+    """The service over `memory` (a Memory), or over a Memory opened from `config` (a
+    MemoryConfig or a path; None: MemoryConfig.from_env()) when the app starts and closed
+    when it stops. `insecure`: without any API key, requests name their own scope (for
+    loopback development only; `dspy-memory serve` refuses it elsewhere)."""
+    from dspy_memory.memory import Memory
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> Any:
+        owned = memory is None
+        app.state.memory = Memory(config or MemoryConfig.from_env(), **memory_options) if owned else memory
+        try:
+            yield
+        finally:
+            if owned:
+                app.state.memory.close()
+
+    app = FastAPI(title="dspy-memory", version="1", lifespan=lifespan)
+    app.state.insecure = insecure
+    app.state.limiter = RateLimiter(rate_per_second, burst)
+    app.state.memory = memory
+
+    @app.exception_handler(DSPyMemoryError)
+    async def _memory_error(request: Request, exc: DSPyMemoryError) -> Any:
+        return memory_error_response(exc)
+
+    @app.exception_handler(ServiceError)
+    async def _service_error(request: Request, exc: ServiceError) -> Any:
+        return error_response(exc.status, exc.code, exc.message)
+
+    _routes(app)
+    return app
+
+
+def _memory(request: Request) -> Any:
+    return request.app.state.memory
+
+
+def _owner(caller: Caller, named: dict[str, Any]) -> dict[str, Any]:
+    """The scope a by-id call must match; an admin naming no scope reaches any."""
+    scope = caller.scope(named)
+    if not any(scope.values()):
+        if caller.admin:
+            return {"all_scopes": True}
+        raise ServiceError(403, "scope_denied", "name the scope of the memory")
+    return scope
+
+
+def _query_scope(
+    user_id: str | None = Query(None), agent_id: str | None = Query(None), run_id: str | None = Query(None)
+) -> dict[str, Any]:
+    return {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
+
+
+def _seed_scope(caller: Caller, metadata: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The seed endpoints put the scope in `metadata` (user_id, ...); the rest is metadata."""
+    named = {field: metadata.get(field) for field in SCOPE_FIELDS}
+    rest = {key: value for key, value in metadata.items() if key not in SCOPE_FIELDS}
+    return caller.scope(named), rest
+
+
+def _routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small routes reads best
+    auth = Depends(authenticate)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    def readyz(request: Request) -> dict[str, str]:
+        _memory(request).store.check_open()
+        return {"status": "ready"}
+
+    # -- the seed endpoints -----------------------------------------------------------------
+
+    @app.post("/store_memory", response_model=StoreResponse)
+    def store_memory(body: StoreRequest, request: Request, caller: Caller = auth) -> StoreResponse:
+        scope, metadata = _seed_scope(caller, body.metadata)
+        result = _memory(request).add(body.content, metadata=metadata or None, **scope)
+        ids = [record.id for record in result.memories] or [op.memory_id for op in result.ops]
+        if not ids:
+            raise ServiceError(500, "not_stored", "the content was kept as an episode but no memory holds it")
+        return StoreResponse(memory_id=ids[0])
+
+    @app.post("/retrieve_memory", response_model=RetrieveResponse)
+    def retrieve_memory(body: RetrieveRequest, request: Request, caller: Caller = auth) -> RetrieveResponse:
+        scope, filters = _seed_scope(caller, body.metadata)
+        hits = _memory(request).search(body.query, k=body.top_k, filters=filters or None, **scope)
+        return RetrieveResponse(
+            memories=[
+                RetrievedMemory(
+                    memory_id=hit.id,
+                    content=hit.content,
+                    timestamp=(hit.memory.valid_at or hit.memory.created_at).isoformat(),
+                    score=hit.score,
+                )
+                for hit in hits
+            ]
+        )
+
+    @app.post("/forget_memory", response_model=ForgetResponse)
+    def forget_memory(body: ForgetRequest, request: Request, caller: Caller = auth) -> ForgetResponse:
+        scope, _ = _seed_scope(caller, body.metadata)
+        _memory(request).delete(body.memory_id, **_owner(caller, scope))
+        return ForgetResponse(memory_id=body.memory_id)
+
+    # -- /v1 ---------------------------------------------------------------------------------
+
+    @app.post("/v1/memories")
+    def add(body: AddRequest, request: Request, caller: Caller = auth) -> AddResult:
+        options = dict(metadata=body.metadata, at=body.at, infer=body.infer, background=body.background)
+        return _memory(request).add(body.messages, **options, **caller.scope(body.ids()))
+
+    @app.get("/v1/memories")
+    def list_memories(
+        request: Request,
+        caller: Caller = auth,
+        scope: dict[str, Any] = Depends(_query_scope),
+        kinds: list[str] | None = Query(None),
+        as_of: str | None = None,
+        known_at: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        include_archived: bool = False,
+    ) -> list[MemoryRecord]:
+        options = dict(as_of=as_of, known_at=known_at, limit=limit, offset=offset, include_archived=include_archived)
+        return _memory(request).get_all(kinds=kinds, **options, **caller.scope(scope))
+
+    @app.get("/v1/memories/{memory_id}")
+    def get(
+        memory_id: str, request: Request, caller: Caller = auth, scope: dict[str, Any] = Depends(_query_scope)
+    ) -> MemoryRecord:
+        record = _memory(request).get(memory_id, **_owner(caller, scope))
+        if record is None:
+            raise ServiceError(404, "memory_not_found", f"no memory with id {memory_id!r}")
+        return record
+
+    @app.patch("/v1/memories/{memory_id}")
+    def update(memory_id: str, body: UpdateRequest, request: Request, caller: Caller = auth) -> MemoryRecord:
+        return _memory(request).update(memory_id, body.content, reason=body.reason, **_owner(caller, body.ids()))
+
+    @app.delete("/v1/memories/{memory_id}")
+    def delete(
+        memory_id: str, request: Request, caller: Caller = auth, scope: dict[str, Any] = Depends(_query_scope)
+    ) -> DeleteResult:
+        return _memory(request).delete(memory_id, **_owner(caller, scope))
+
+    @app.get("/v1/memories/{memory_id}/history")
+    def history(
+        memory_id: str, request: Request, caller: Caller = auth, scope: dict[str, Any] = Depends(_query_scope)
+    ) -> list[Event]:
+        return _memory(request).history(memory_id, **_owner(caller, scope))
+
+    @app.post("/v1/memories/{memory_id}/restore")
+    def restore(memory_id: str, body: Scoped, request: Request, caller: Caller = auth) -> MemoryRecord:
+        return _memory(request).restore(memory_id, **_owner(caller, body.ids()))
+
+    @app.post("/v1/memories/{memory_id}/pin")
+    def pin(memory_id: str, body: Scoped, request: Request, caller: Caller = auth, pinned: bool = True) -> MemoryRecord:
+        return _memory(request).pin(memory_id, pinned, **_owner(caller, body.ids()))
+
+    @app.post("/v1/search")
+    def search(body: SearchRequest, request: Request, caller: Caller = auth) -> list[Hit]:
+        options = body.model_dump(exclude={*SCOPE_FIELDS, "query"})
+        return _memory(request).search(body.query, **options, **caller.scope(body.ids()))
+
+    @app.get("/v1/timeline")
+    def timeline(
+        request: Request,
+        caller: Caller = auth,
+        scope: dict[str, Any] = Depends(_query_scope),
+        subject: str | None = None,
+        predicate: str | None = None,
+        known_at: str | None = None,
+    ) -> list[MemoryRecord]:
+        options = dict(subject=subject, predicate=predicate, known_at=known_at)
+        return _memory(request).timeline(**options, **caller.scope(scope))
+
+    @app.get("/v1/graph")
+    def graph(
+        request: Request,
+        caller: Caller = auth,
+        scope: dict[str, Any] = Depends(_query_scope),
+        entity: str | None = None,
+        memory_id: str | None = None,
+        depth: int = 1,
+        limit: int = 500,
+    ) -> dict[str, Any]:
+        options = dict(entity=entity, memory_id=memory_id, depth=depth, limit=limit)
+        return _memory(request).graph(**options, **caller.scope(scope)).to_json()
+
+    @app.post("/v1/context")
+    def context(body: ContextRequest, request: Request, caller: Caller = auth) -> Context:
+        options = dict(budget_tokens=body.budget_tokens, as_of=body.as_of)
+        return _memory(request).context(body.query, **options, **caller.scope(body.ids()))
+
+    @app.post("/v1/answer")
+    def answer(body: AnswerRequest, request: Request, caller: Caller = auth) -> Answer:
+        options = dict(budget_tokens=body.budget_tokens, as_of=body.as_of, rewrite=body.rewrite)
+        return _memory(request).answer(body.question, **options, **caller.scope(body.ids()))
+
+    @app.get("/v1/blocks")
+    def blocks(request: Request, caller: Caller = auth, scope: dict[str, Any] = Depends(_query_scope)) -> list[Block]:
+        return _memory(request).blocks.list(**caller.scope(scope))
+
+    @app.put("/v1/blocks/{label}")
+    def set_block(label: str, body: BlockRequest, request: Request, caller: Caller = auth) -> Block:
+        options = body.model_dump(exclude={*SCOPE_FIELDS, "value"}, exclude_none=True)
+        return _memory(request).blocks.set(label, body.value, **options, **caller.scope(body.ids()))
+
+    @app.get("/v1/profile")
+    def profile(request: Request, caller: Caller = auth, scope: dict[str, Any] = Depends(_query_scope)) -> Any:
+        document = _memory(request).profile(**caller.scope(scope))
+        return None if document is None else document.model_dump(mode="json")
+
+    @app.delete("/v1/scope")
+    def delete_scope(
+        request: Request, caller: Caller = auth, scope: dict[str, Any] = Depends(_query_scope)
+    ) -> DeleteResult:
+        return _memory(request).delete_scope(**caller.scope(scope))
+
+    @app.post("/v1/maintain")
+    def maintain(body: MaintainRequest, request: Request, caller: Caller = auth) -> MaintenanceReport:
+        scope = caller.scope(body.ids())
+        if not any(scope.values()):
+            caller.require_admin()
+            scope = {"all_scopes": True}
+        return _memory(request).maintain(consolidate=body.consolidate, dry_run=body.dry_run, **scope)
+
+    @app.post("/v1/reprocess")
+    def reprocess(request: Request, caller: Caller = auth, limit: int = 1000) -> list[AddResult]:
+        caller.require_admin()  # it works on the whole file
+        return _memory(request).reprocess(limit=limit)
+
+    @app.get("/v1/stats")
+    def stats(request: Request, caller: Caller = auth) -> dict[str, Any]:
+        caller.require_admin()  # counts of the whole file
+        memory = _memory(request)
+        reports = [report.model_dump(mode="json") for report in _maintenance_reports(memory)]
+        return {**memory.stats(), "maintenance": reports[-10:]}
+
+    @app.post("/v1/keys", status_code=201)
+    def create_key(body: KeyRequest, request: Request, caller: Caller = auth) -> CreatedKey:
+        caller.require_admin()
+        from dspy_memory.types import Scope
+
+        ids = body.ids()
+        scope = Scope.of(**ids) if any(ids.values()) else None
+        key, token = _memory(request).store.keys.create(scope, admin=body.admin, name=body.name)
+        return CreatedKey(key=token, **_key_info(key))
+
+    @app.get("/v1/keys")
+    def list_keys(request: Request, caller: Caller = auth) -> list[KeyInfo]:
+        caller.require_admin()
+        return [KeyInfo(**_key_info(key)) for key in _memory(request).store.keys.list()]
+
+    @app.delete("/v1/keys/{key_id}")
+    def revoke_key(key_id: str, request: Request, caller: Caller = auth) -> dict[str, Any]:
+        caller.require_admin()
+        if not _memory(request).store.keys.revoke(key_id):
+            raise ServiceError(404, "key_not_found", f"no live key {key_id!r}")
+        return {"status": "revoked", "id": key_id}
+
+
+def _maintenance_reports(memory: Any) -> Sequence[Any]:
+    return list(getattr(memory._background, "periodic_results", ()))
+
+
+@contextlib.contextmanager
+def running(app: FastAPI, *, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """Serve `app` with uvicorn in a thread (tests, benchmarks); yields its base URL."""
+    import socket
+    import threading
+
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind((host, port))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError("the server did not start")
+            thread.join(0.01)
+        yield f"http://{host}:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()

@@ -1,0 +1,149 @@
+"""Who is calling and what they may reach: API keys bound to tenants, a token bucket per key,
+and errors as JSON with a stable `code` (docs/server.md).
+
+Every request's scope comes from its key: a body or query that names another user is refused
+(403 `scope_denied`), whatever it says. A key bound to a user may narrow to one of the user's
+agents or runs; an admin key names any scope and manages keys. A service with no key at all
+runs only when started `insecure` (on loopback, or with --insecure): then the request names
+its scope.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+
+from dspy_memory.errors import (
+    BlockError,
+    DSPyMemoryError,
+    EmbeddingError,
+    InvalidInputError,
+    LMUnavailableError,
+    MemoryClosedError,
+    MemoryNotFoundError,
+    ScopeError,
+    WriteConflictError,
+    WriteProgramError,
+)
+from dspy_memory.store.keys import ApiKey
+
+SCOPE_FIELDS = ("user_id", "agent_id", "run_id")
+
+
+class ServiceError(Exception):
+    """An HTTP error with a stable code."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+_STATUS = (
+    (MemoryNotFoundError, 404),
+    (ScopeError, 422),
+    (BlockError, 422),
+    (InvalidInputError, 422),
+    (WriteConflictError, 409),
+    (LMUnavailableError, 503),
+    (EmbeddingError, 503),
+    (WriteProgramError, 502),
+    (MemoryClosedError, 503),
+)
+
+
+def error_code(exc: DSPyMemoryError) -> str:
+    """"MemoryNotFoundError" -> "memory_not_found": the class is the stable contract."""
+    name = type(exc).__name__.removesuffix("Error")
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower() or "error"
+
+
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"error": {"code": code, "message": message}})
+
+
+def memory_error_response(exc: DSPyMemoryError) -> JSONResponse:
+    status = next((status for kind, status in _STATUS if isinstance(exc, kind)), 500)
+    return error_response(status, error_code(exc), str(exc))
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The authenticated caller: its key (None in insecure mode without keys)."""
+
+    key: ApiKey | None
+
+    @property
+    def admin(self) -> bool:
+        return self.key is None or self.key.admin
+
+    def scope(self, named: dict[str, Any]) -> dict[str, Any]:
+        """The scope a request acts on: its key's, narrowed by what the request names. Naming
+        an id the key does not hold is refused, never silently replaced."""
+        named = {field: named.get(field) for field in SCOPE_FIELDS}
+        if self.key is None or self.key.scope is None:  # insecure mode, or an admin key
+            return named
+        bound = self.key.scope.model_dump()
+        for field in SCOPE_FIELDS:
+            wanted, own = named[field], bound[field]
+            if wanted is not None and own is not None and wanted != own:
+                raise ServiceError(403, "scope_denied", f"this API key cannot reach {field}={wanted!r}")
+            if own is not None:
+                named[field] = own
+        return named
+
+    def require_admin(self) -> None:
+        if not self.admin:
+            raise ServiceError(403, "admin_required", "this needs an admin API key")
+
+
+class RateLimiter:
+    """A token bucket per key: `rate` requests a second on average, bursts up to `burst`."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate, self.burst = rate, burst
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def allow(self, key_id: str) -> bool:
+        if self.rate <= 0:
+            return True
+        now = time.monotonic()
+        with self._lock:
+            tokens, last = self._buckets.get(key_id, (float(self.burst), now))
+            tokens = min(float(self.burst), tokens + (now - last) * self.rate)
+            if tokens < 1:
+                self._buckets[key_id] = (tokens, now)
+                return False
+            self._buckets[key_id] = (tokens - 1, now)
+            return True
+
+
+def token_of(request: Request) -> str | None:
+    """The key a request carries: `Authorization: Bearer <key>` or `X-API-Key: <key>`."""
+    header = request.headers.get("authorization", "")
+    if header.lower().startswith("bearer "):
+        return header[7:].strip() or None
+    return request.headers.get("x-api-key") or None
+
+
+def authenticate(request: Request) -> Caller:
+    """The caller of a request (FastAPI dependency); 401 without a valid key unless the
+    service runs insecure with no key configured, 429 over the key's rate."""
+    state = request.app.state
+    token = token_of(request)
+    if token is None:
+        if state.insecure and state.memory.store.keys.count_live() == 0:
+            return Caller(key=None)
+        raise ServiceError(401, "unauthorized", "an API key is required: Authorization: Bearer <key>")
+    key = state.memory.store.keys.verify(token)
+    if key is None:
+        raise ServiceError(401, "unauthorized", "unknown or revoked API key")
+    if not state.limiter.allow(key.id):
+        raise ServiceError(429, "rate_limited", "too many requests for this API key; slow down")
+    return Caller(key=key)
