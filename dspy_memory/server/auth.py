@@ -58,7 +58,7 @@ _STATUS = (
 
 
 def error_code(exc: DSPyMemoryError) -> str:
-    """"MemoryNotFoundError" -> "memory_not_found": the class is the stable contract."""
+    """ "MemoryNotFoundError" -> "memory_not_found": the class is the stable contract."""
     name = type(exc).__name__.removesuffix("Error")
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower() or "error"
 
