@@ -11,7 +11,7 @@ from typing import Any
 from dspy_memory.util.text import day
 
 # Exit statuses (documented in dspy_memory/cli/__init__.py and docs/cli.md).
-NOT_FOUND, LM_FAILED = 1, 3
+NOT_FOUND, USAGE, LM_FAILED = 1, 2, 3
 
 
 def lm_model(args: argparse.Namespace) -> str | None:
@@ -32,10 +32,10 @@ def make_cli_lm(args: argparse.Namespace) -> Any:
     return checked_lm(model, config.lm_api_base, num_ctx=config.lm_num_ctx)
 
 
-def open_memory(args: argparse.Namespace, *, lm: Any = None) -> Any:
+def open_memory(args: argparse.Namespace, *, lm: Any = None, **settings: Any) -> Any:
     from dspy_memory.memory import Memory
 
-    return Memory(args.db, embedder=args.embedder, lm=lm)
+    return Memory(args.db, embedder=args.embedder, lm=lm, **settings)
 
 
 def scope_of(args: argparse.Namespace) -> dict[str, str | None]:
@@ -205,6 +205,69 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         print(f"  refused {rejection.action or '?'}: {rejection.reason}", file=sys.stderr)
     for error in report.errors:
         print(f"  LM error: {error}", file=sys.stderr)
+    return 0
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from dspy_memory.server.app import create_app
+
+    settings = {"maintenance_every": args.maintenance_every} if args.maintenance_every else {}
+    memory = open_memory(args, lm=make_cli_lm(args), **settings)
+    if memory.store.keys.count_live() == 0 and args.host not in LOOPBACK and not args.insecure:
+        memory.close()
+        print(
+            f"dspy-memory serve: no API key in {args.db}; a service on {args.host} would let anyone reach every "
+            f"user's memories. Create one first (dspy-memory keys create --db {args.db} --user-id USER, or "
+            "--admin), or pass --insecure.",
+            file=sys.stderr,
+        )
+        return USAGE
+    app = create_app(memory=memory, insecure=True, rate_per_second=args.rate, burst=args.burst)
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    finally:
+        memory.close()
+    return 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    from dspy_memory.types import Scope
+
+    with open_memory(args) as memory:
+        keys = memory.store.keys
+        if args.action == "create":
+            ids = scope_of(args)
+            scope = Scope.of(**ids) if any(ids.values()) else None
+            key, token = keys.create(scope, admin=args.admin, name=args.name)
+            print(token)
+            print(f"key {key.id}: shown once, only its hash is stored", file=sys.stderr)
+        elif args.action == "revoke":
+            if not args.key_id or not keys.revoke(args.key_id):
+                print(f"dspy-memory keys revoke: no live key {args.key_id!r}", file=sys.stderr)
+                return NOT_FOUND
+            print(f"revoked {args.key_id}")
+        else:
+            listed = keys.list()
+            if args.json:
+                print_json(
+                    [
+                        key.__dict__ | {"scope": key.scope.model_dump() if key.scope else None}
+                        for key in listed
+                    ]
+                )
+            for key in [] if args.json else listed:
+                where = (
+                    "admin"
+                    if key.admin
+                    else ", ".join(f"{k}={v}" for k, v in key.scope.model_dump().items() if v)
+                )
+                state = f"revoked {key.revoked_at}" if key.revoked_at else "live"
+                print(f"{key.id}  {where}  {state}  {key.name or ''}")
     return 0
 
 

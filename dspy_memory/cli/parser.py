@@ -36,9 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument("--json", action="store_true", help="print JSON")
         if scoped:
-            p.add_argument("--user", default=None, help="user_id of the scope")
-            p.add_argument("--agent", default=None, help="agent_id of the scope")
-            p.add_argument("--run", default=None, help="run_id of the scope")
+            p.add_argument("--user", "--user-id", dest="user", default=None, help="user_id of the scope")
+            p.add_argument("--agent", "--agent-id", dest="agent", default=None, help="agent_id of the scope")
+            p.add_argument("--run", "--run-id", dest="run", default=None, help="run_id of the scope")
         return p
 
     def by_id(name: str, help_text: str, func: Any) -> argparse.ArgumentParser:
@@ -125,6 +125,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--dry-run", action="store_true", help="report what would change, change nothing")
     p.add_argument("--lm", default=None, help=LM_HELP + "; summarizes with strategy 'summarize'")
+
+    p = command(
+        "serve", "run the memory service: REST API with API keys (docs/server.md)", c.cmd_serve, scoped=False
+    )
+    p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    p.add_argument("--lm", default=None, help=LM_HELP)
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve without API keys on a non-loopback host (requests name their own scope)",
+    )
+    p.add_argument(
+        "--maintenance-every", default=None, help="run maintain() for every scope this often, e.g. 1d"
+    )
+    p.add_argument(
+        "--rate", type=float, default=50.0, help="requests a second per API key (default 50; 0: no limit)"
+    )
+    p.add_argument("--burst", type=int, default=100, help="requests a key may send at once (default 100)")
+
+    p = command("keys", "create, list or revoke API keys of the service", c.cmd_keys)
+    p.add_argument("action", choices=["create", "list", "revoke"], help="what to do")
+    p.add_argument("key_id", nargs="?", default=None, help="revoke: the key's id (as `keys list` shows)")
+    p.add_argument("--admin", action="store_true", help="create: an admin key (any scope, manages keys)")
+    p.add_argument("--name", default=None, help="create: a label for the key")
 
     by_id("restore", "make an archived memory active again", c.cmd_restore)
     p = by_id("pin", "pin a memory so it never decays (--unpin: undo)", c.cmd_pin)
