@@ -59,8 +59,8 @@ _STATUS = (
 
 def error_code(exc: DSPyMemoryError) -> str:
     """ "MemoryNotFoundError" -> "memory_not_found": the class is the stable contract."""
-    name = type(exc).__name__.removesuffix("Error")
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower() or "error"
+    name = type(exc).__name__.removesuffix("Error").replace("DSPy", "Dspy")
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower() or "error"
 
 
 def error_response(status: int, code: str, message: str) -> JSONResponse:

@@ -1,0 +1,155 @@
+"""The agent memory tools over MCP (docs/server.md): `dspy-memory mcp`, stdio or streamable HTTP.
+
+The tools are exactly the ones `memory.tools()` makes (agent/tools.py): same names, docstrings,
+typed parameters and "error: ..." answers; this module only publishes them. They are bound to
+one scope chosen by whoever starts the server (arguments, else DSPY_MEMORY_MCP_* variables),
+never by the model or the client. `build_mcp_server` takes the scope as a parameter so an
+HTTP mount behind an API key can pass the key's scope instead.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import Field
+
+from dspy_memory.errors import InvalidInputError, ScopeError
+from dspy_memory.memory import Memory
+from dspy_memory.types import Scope
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from dspy_memory.config import MemoryConfig
+
+ENV_PREFIX = "DSPY_MEMORY_MCP_"
+SCOPE_KEYS = ("user_id", "agent_id", "run_id")
+TRANSPORTS = ("stdio", "streamable-http")
+# Hints an MCP client may use (e.g. to ask the user before a destructive call); they change
+# nothing about what a tool does. revise and core_memory_replace keep the old version.
+READ_ONLY = frozenset({"recall", "memory_history"})
+DESTRUCTIVE = frozenset({"forget"})
+INSTRUCTIONS = (
+    "Long-term memory of one user or agent. Call recall before answering questions about the "
+    "user or past events; remember lasting facts as self-contained sentences with absolute dates."
+)
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+log = logging.getLogger(__name__)
+
+
+def _needs_mcp() -> Any:
+    try:
+        from mcp.server import mcpserver
+    except ImportError as exc:  # mcp 1.x has no mcpserver (FastMCP was renamed in 2.0)
+        raise ImportError(
+            'the MCP server needs the official MCP SDK 2.x: pip install "dspy-memory[server]"'
+        ) from exc
+    return mcpserver
+
+
+def _published(tool: Any) -> Callable[..., Any]:
+    """The tool's own function (agent/tools.py: errors already one line), with each argument's
+    description inside its annotation so the MCP input schema carries it, as DSPy's does."""
+    from mcp.types import CallToolResult, TextContent
+
+    signature = inspect.signature(tool.func, eval_str=True)
+    parameters = [
+        parameter.replace(annotation=Annotated[parameter.annotation, Field(description=tool.arg_desc[name])])
+        for name, parameter in signature.parameters.items()
+    ]
+
+    def call(**arguments: Any) -> Any:
+        answer = tool.func(**arguments)
+        if answer.startswith("error: "):
+            # The same line the agent would read, flagged as a failed call for MCP clients.
+            return CallToolResult(content=[TextContent(type="text", text=answer)], is_error=True)
+        return answer
+
+    call.__name__ = tool.name
+    call.__doc__ = inspect.cleandoc(tool.desc)
+    call.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    return call
+
+
+def build_mcp_server(
+    memory: Memory,
+    scope: Scope | Mapping[str, str | None],
+    *,
+    allow: Iterable[str] | None = None,
+    name: str = "dspy-memory",
+) -> MCPServer:
+    """An MCP server (mcp's `MCPServer`, formerly FastMCP) publishing `memory.tools(**scope,
+    allow=allow)`: recall, remember, revise, forget, memory_history, core_memory_append,
+    core_memory_replace by default; `allow` picks some (e.g. leave out forget, which deletes)."""
+    mcpserver = _needs_mcp()
+    from mcp.types import ToolAnnotations
+
+    given = scope.model_dump() if isinstance(scope, Scope) else dict(scope)
+    ids = {key: value for key, value in given.items() if value is not None}
+    server = mcpserver.MCPServer(name=name, instructions=INSTRUCTIONS)
+    for tool in memory.tools(allow=allow, **ids):
+        hints = ToolAnnotations(
+            read_only_hint=tool.name in READ_ONLY, destructive_hint=tool.name in DESTRUCTIVE
+        )
+        # Plain text results, as the tools return to a DSPy agent (no structured-output wrapper).
+        server.add_tool(_published(tool), name=tool.name, annotations=hints, structured_output=False)
+    return server
+
+
+def mcp_scope(
+    user_id: str | None = None,
+    agent_id: str | None = None,
+    run_id: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Scope:
+    """The scope the server binds: the arguments if any is given, else DSPY_MEMORY_MCP_USER_ID,
+    _AGENT_ID, _RUN_ID. All or nothing, never mixed: an id from a forgotten variable must not
+    narrow or shift the scope someone typed."""
+    given = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
+    if all(value is None for value in given.values()):
+        environ = os.environ if environ is None else environ
+        given = {key: environ.get(ENV_PREFIX + key.upper()) or None for key in SCOPE_KEYS}
+    if all(value is None for value in given.values()):
+        raise ScopeError(
+            "the MCP server binds its tools to one scope and none was given: pass --user-id "
+            "(and/or --agent-id, --run-id; user_id= in Python), or set "
+            f"{ENV_PREFIX}USER_ID ({ENV_PREFIX}AGENT_ID, {ENV_PREFIX}RUN_ID)"
+        )
+    return Scope.of(**given)
+
+
+def run_mcp(
+    config_or_path: str | os.PathLike[str] | MemoryConfig,
+    *,
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    user_id: str | None = None,
+    agent_id: str | None = None,
+    run_id: str | None = None,
+    allow: Iterable[str] | None = None,
+    embedder: Any = None,
+    lm: Any = None,
+) -> None:
+    """Open the memory file, serve its tools over `transport` until stopped, close the file.
+    Streamable HTTP listens on http://{host}:{port}/mcp."""
+    if transport not in TRANSPORTS:
+        raise InvalidInputError(f"transport must be one of {list(TRANSPORTS)}, not {transport!r:.40}")
+    scope = mcp_scope(user_id, agent_id, run_id)  # before opening: no file is created for nothing
+    _needs_mcp()
+    if transport == "streamable-http" and host not in _LOOPBACK:
+        # The scope is fixed and there is no key check yet: whoever reaches the port is that user.
+        who = scope.model_dump(exclude_none=True)
+        log.warning(
+            "MCP over HTTP on %s: anyone who can reach it reads and writes the memory of %s", host, who
+        )
+    with Memory(config_or_path, embedder=embedder, lm=lm) as memory:
+        server = build_mcp_server(memory, scope, allow=allow)
+        if transport == "stdio":
+            server.run("stdio")  # stdout carries the protocol; logs go to stderr
+        else:
+            server.run("streamable-http", host=host, port=port)
