@@ -266,6 +266,7 @@ def test_json_everywhere_it_is_offered(tmp_path, capsys, no_lm_env):
         ["stats", *base],
         ["check", *base],
         ["reprocess", *base],
+        ["keys", "list", *base],
         ["maintain", *ada],
         ["pin", memory_id, *ada],
         ["restore", memory_id, *ada],
@@ -274,7 +275,8 @@ def test_json_everywhere_it_is_offered(tmp_path, capsys, no_lm_env):
         ["delete-scope", *ada],
     ]
     offered = {name for name, p in _subparsers().items() if "--json" in p._option_string_actions}
-    assert offered - {run[0] for run in runs} <= {"add", "doctor", "demo"}
+    # serve prints uvicorn's log, mcp speaks the protocol on stdout: neither prints a result.
+    assert offered - {run[0] for run in runs} <= {"add", "doctor", "demo", "serve", "mcp"}
     for argv in runs:
         assert main(argv) == 0, argv
         json.loads(capsys.readouterr().out)  # the whole of stdout is JSON
@@ -330,6 +332,7 @@ def test_every_command_and_option_is_documented_in_docs_cli():
             undocumented.append(name)
             continue
         shared = ("--db", "--embedder", "--json", "--user", "--agent", "--run", "-h", "--help")
+        shared += ("--user-id", "--agent-id", "--run-id")
         for action in parser._actions:
             for option in action.option_strings:
                 # The options every command shares are documented once, at the top.

@@ -138,11 +138,21 @@ def test_the_scope_comes_from_arguments_else_the_environment_never_both(monkeypa
     assert not path.exists()  # refused before a file was made
 
 
-def test_run_mcp_over_stdio_in_a_subprocess(db_path):
-    """What an MCP client config runs: a command that serves stdio, its scope from the env."""
-    code = f"from dspy_memory.server.mcp import run_mcp; run_mcp({db_path!r}, embedder='test')"
+def test_dspy_memory_mcp_over_stdio_in_a_subprocess(db_path):
+    """What an MCP client config runs: `dspy-memory mcp` serving stdio, its scope from the env."""
+    args = [
+        "-m",
+        "dspy_memory.cli",
+        "mcp",
+        "--db",
+        str(db_path),
+        "--embedder",
+        "test",
+        "--allow",
+        "recall,remember",
+    ]
     env = {**os.environ, "DSPY_MEMORY_MCP_USER_ID": "ada"}
-    params = StdioServerParameters(command=sys.executable, args=["-c", code], env=env)
+    params = StdioServerParameters(command=sys.executable, args=args, env=env)
 
     async def main():
         with anyio.fail_after(60):

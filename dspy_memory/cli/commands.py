@@ -235,6 +235,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from dspy_memory.server.mcp import run_mcp
+
+    # Nothing may reach stdout before the server: in stdio mode it carries the protocol.
+    allow = [name.strip() for name in args.allow.split(",") if name.strip()] if args.allow else None
+    run_mcp(
+        args.db,
+        transport="streamable-http" if args.http else "stdio",
+        host=args.host,
+        port=args.port,
+        allow=allow,
+        embedder=args.embedder,
+        lm=make_cli_lm(args),
+        **{
+            f"{name}_id": value
+            for name, value in (("user", args.user), ("agent", args.agent), ("run", args.run))
+        },
+    )
+    return 0
+
+
 def cmd_keys(args: argparse.Namespace) -> int:
     from dspy_memory.types import Scope
 

@@ -145,6 +145,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--burst", type=int, default=100, help="requests a key may send at once (default 100)")
 
+    p = command("mcp", "serve the agent memory tools over MCP (stdio, or HTTP with --http)", c.cmd_mcp)
+    p.add_argument(
+        "--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp instead of stdio"
+    )
+    p.add_argument("--host", default="127.0.0.1", help="--http: interface (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="--http: port (default 8765)")
+    p.add_argument("--allow", default=None, help="only these tools, comma-separated (e.g. recall,remember)")
+    p.add_argument("--lm", default=None, help=LM_HELP)
+
     p = command("keys", "create, list or revoke API keys of the service", c.cmd_keys)
     p.add_argument("action", choices=["create", "list", "revoke"], help="what to do")
     p.add_argument("key_id", nargs="?", default=None, help="revoke: the key's id (as `keys list` shows)")
