@@ -213,3 +213,20 @@ def test_the_app_opens_and_closes_its_own_memory(tmp_path):
             == 200
         )
     assert app.state.memory.store.closed
+
+
+def test_scheduled_maintenance_reports_are_in_stats(tmp_path):
+    import time
+
+    with Memory(tmp_path / "m.db", embedder="test", maintenance_every=0.05) as memory:
+        _, token = memory.store.keys.create(None, admin=True)
+        memory.add("Eve keeps bees.", user_id="eve", infer=False)
+        with (
+            running(create_app(memory=memory)) as url,
+            httpx.Client(base_url=url, headers={"X-API-Key": token}) as admin,
+        ):
+            deadline = time.monotonic() + 10
+            while not admin.get("/v1/stats").json()["maintenance"] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            report = admin.get("/v1/stats").json()["maintenance"][-1]
+    assert report["scopes"] == 1 and report["examined"] == 1 and report["archived"] == 0
