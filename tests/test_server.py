@@ -230,3 +230,28 @@ def test_scheduled_maintenance_reports_are_in_stats(tmp_path):
                 time.sleep(0.05)
             report = admin.get("/v1/stats").json()["maintenance"][-1]
     assert report["scopes"] == 1 and report["examined"] == 1 and report["archived"] == 0
+
+
+def test_serve_takes_every_setting_from_config_and_environment(tmp_path, monkeypatch):
+    """`dspy-memory serve` switches providers and tunables by configuration (TOML or env)."""
+    from dspy_memory.cli.commands import service_memory
+    from dspy_memory.cli.parser import build_parser
+
+    toml = tmp_path / "memory.toml"
+    toml.write_text(
+        'embedder = "test"\nlm = "openai/gpt-4o-mini"\n[retrieval]\nrrf_k = 20.0\n[lifecycle]\nbase_days = 60.0\n'
+    )
+    db = str(tmp_path / "svc.db")
+    args = build_parser().parse_args(
+        ["serve", "--db", db, "--config", str(toml), "--maintenance-every", "12h"]
+    )
+    monkeypatch.delenv("DSPY_MEMORY_LM", raising=False)
+    with service_memory(args) as memory:
+        assert memory.embedder.name.startswith("test")
+        assert (memory.config.retrieval.rrf_k, memory.config.lifecycle.base_days) == (20.0, 60.0)
+        assert memory.config.maintenance_every == 12 * 3600 and memory.config.path == db
+        assert memory._lm.model == "openai/gpt-4o-mini"
+    monkeypatch.setenv("DSPY_MEMORY_RETRIEVAL__RRF_K", "7")
+    monkeypatch.setenv("DSPY_MEMORY_EMBEDDER", "test")
+    with service_memory(build_parser().parse_args(["serve", "--db", db])) as memory:
+        assert memory.config.retrieval.rrf_k == 7.0

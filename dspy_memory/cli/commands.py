@@ -211,13 +211,25 @@ def cmd_maintain(args: argparse.Namespace) -> int:
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
+def service_memory(args: argparse.Namespace) -> Any:
+    """The Memory a service runs on: every setting from --config (TOML) or DSPY_MEMORY_CONFIG and
+    DSPY_MEMORY_* variables (retrieval, write, lifecycle, lm, embedder, ...), then the flags."""
+    from dspy_memory.config import MemoryConfig
+    from dspy_memory.memory import Memory
+
+    overrides: dict[str, Any] = {"path": args.db}
+    if args.maintenance_every:
+        overrides["maintenance_every"] = args.maintenance_every
+    config = MemoryConfig.from_toml(args.config) if args.config else MemoryConfig.from_env()
+    return Memory(config, embedder=args.embedder, lm=make_cli_lm(args), **overrides)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from dspy_memory.server.app import create_app
 
-    settings = {"maintenance_every": args.maintenance_every} if args.maintenance_every else {}
-    memory = open_memory(args, lm=make_cli_lm(args), **settings)
+    memory = service_memory(args)
     if memory.store.keys.count_live() == 0 and args.host not in LOOPBACK and not args.insecure:
         memory.close()
         print(

@@ -141,6 +141,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--maintenance-every", default=None, help="run maintain() for every scope this often, e.g. 1d"
     )
     p.add_argument(
+        "--config",
+        default=None,
+        help="TOML settings (default: $DSPY_MEMORY_CONFIG, then DSPY_MEMORY_* variables)",
+    )
+    p.add_argument(
         "--rate", type=float, default=50.0, help="requests a second per API key (default 50; 0: no limit)"
     )
     p.add_argument("--burst", type=int, default=100, help="requests a key may send at once (default 100)")
