@@ -26,7 +26,6 @@ class ApiKey:
     admin: bool
     created_at: str
     revoked_at: str | None
-    last_used_at: str | None
 
 
 def _hash(token: str) -> str:
@@ -42,7 +41,6 @@ def _from_row(row: Any) -> ApiKey:
         admin=bool(row["admin"]),
         created_at=row["created_at"],
         revoked_at=row["revoked_at"],
-        last_used_at=row["last_used_at"],
     )
 
 

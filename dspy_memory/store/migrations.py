@@ -315,8 +315,7 @@ _V7 = (
         run_id TEXT,
         admin INTEGER NOT NULL DEFAULT 0 CHECK (admin IN (0, 1)),
         created_at TEXT NOT NULL,
-        revoked_at TEXT,
-        last_used_at TEXT
+        revoked_at TEXT
     )""",
 )
 
