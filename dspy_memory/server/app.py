@@ -213,6 +213,9 @@ def create_app(
         return error_response(exc.status, exc.code, exc.message)
 
     _routes(app)
+    from dspy_memory.server.inspector import inspector_router
+
+    app.include_router(inspector_router())
     return app
 
 
