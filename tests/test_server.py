@@ -255,3 +255,43 @@ def test_serve_takes_every_setting_from_config_and_environment(tmp_path, monkeyp
     monkeypatch.setenv("DSPY_MEMORY_EMBEDDER", "test")
     with service_memory(build_parser().parse_args(["serve", "--db", db])) as memory:
         assert memory.config.retrieval.rrf_k == 7.0
+
+
+def test_the_agent_tools_over_mcp_take_their_scope_from_the_api_key(service):
+    """/mcp/ publishes the same tools as `dspy-memory mcp`; each call reaches only the scope of
+    the key its HTTP request carries, as every REST route does."""
+    import anyio
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from dspy_memory.agent.tools import TOOL_NAMES
+
+    def as_client(token):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        http = create_mcp_http_client(headers=headers)
+        return Client(
+            streamable_http_client(f"{service['url']}/mcp/", http_client=http), read_timeout_seconds=20
+        )
+
+    async def call(token, tool, arguments):
+        with anyio.fail_after(20):
+            async with as_client(token) as client:
+                result = await client.call_tool(tool, arguments)
+                return "\n".join(block.text for block in result.content), result.is_error
+
+    async def names(token):
+        async with as_client(token) as client:
+            return [tool.name for tool in (await client.list_tools()).tools]
+
+    keys = service["keys"]
+    assert anyio.run(names, keys["ada"]) == list(TOOL_NAMES)
+    said, failed = anyio.run(call, keys["ada"], "remember", {"content": "Ada's locker code is 9981."})
+    assert not failed and "9981" in said
+    found, _ = anyio.run(call, keys["ada"], "recall", {"query": "locker code"})
+    assert "9981" in found and "4412" not in found  # bob's locker stays bob's
+    bob_found, _ = anyio.run(call, keys["bob"], "recall", {"query": "locker code"})
+    assert "4412" in bob_found and "9981" not in bob_found
+    for token in (None, "dm_000000000000_forged", keys["admin"]):
+        refused, failed = anyio.run(call, token, "recall", {"query": "locker code"})
+        assert failed and refused.startswith("error:") and "4412" not in refused and "9981" not in refused

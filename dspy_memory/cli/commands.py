@@ -239,11 +239,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return USAGE
-    app = create_app(memory=memory, insecure=True, rate_per_second=args.rate, burst=args.burst)
+    app = create_app(
+        memory=memory, insecure=True, rate_per_second=args.rate, burst=args.burst, close_memory=True
+    )
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     finally:
-        memory.close()
+        memory.close()  # if the app never started; closing twice is harmless
     return 0
 
 

@@ -28,6 +28,7 @@ from dspy_memory.server.auth import (
     error_response,
     memory_error_response,
 )
+from dspy_memory.server.inspector import inspector_router
 from dspy_memory.types import (
     AddResult,
     Answer,
@@ -181,20 +182,26 @@ def create_app(
     insecure: bool = False,
     rate_per_second: float = 50.0,
     burst: int = 100,
+    close_memory: bool = False,
     **memory_options: Any,
 ) -> FastAPI:
     """The service over `memory` (a Memory), or over a Memory opened from `config` (a
     MemoryConfig or a path; None: MemoryConfig.from_env()) when the app starts and closed
     when it stops. `insecure`: without any API key, requests name their own scope (for
-    loopback development only; `dspy-memory serve` refuses it elsewhere)."""
+    loopback development only; `dspy-memory serve` refuses it elsewhere). `close_memory`: the
+    app closes the `memory` it was given when it stops (`serve`: uvicorn re-raises SIGTERM after
+    its shutdown, so code after `uvicorn.run` never runs)."""
     from dspy_memory.memory import Memory
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> Any:
-        owned = memory is None
-        app.state.memory = Memory(config or MemoryConfig.from_env(), **memory_options) if owned else memory
+        owned = memory is None or close_memory
+        app.state.memory = (
+            Memory(config or MemoryConfig.from_env(), **memory_options) if memory is None else memory
+        )
         try:
-            yield
+            async with _mcp_session(app):
+                yield
         finally:
             if owned:
                 app.state.memory.close()
@@ -213,10 +220,32 @@ def create_app(
         return error_response(exc.status, exc.code, exc.message)
 
     _routes(app)
-    from dspy_memory.server.inspector import inspector_router
-
     app.include_router(inspector_router())
+    app.mount("/mcp", _forward_to_mcp)
     return app
+
+
+@contextlib.asynccontextmanager
+async def _mcp_session(app: FastAPI) -> Any:
+    """The agent tools over MCP at /mcp/ (streamable HTTP), each call bound to the scope of the
+    API key its request carries (server/mcp.py); its session manager lives as long as the app."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from dspy_memory.server.mcp import build_keyed_mcp_server
+
+    server = build_keyed_mcp_server(app.state.memory)
+    # Host checks guard unauthenticated local servers from DNS rebinding; every call here
+    # needs an API key, and the service may sit behind any host name.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    app.state.mcp_app = server.streamable_http_app(
+        streamable_http_path="/", stateless_http=True, json_response=True, transport_security=security
+    )
+    async with server.session_manager.run():
+        yield
+
+
+async def _forward_to_mcp(scope: Any, receive: Any, send: Any) -> None:
+    await scope["app"].state.mcp_app(scope, receive, send)
 
 
 def _memory(request: Request) -> Any:

@@ -51,9 +51,12 @@ def _needs_mcp() -> Any:
     return mcpserver
 
 
-def _published(tool: Any) -> Callable[..., Any]:
+def _published(tool: Any, scoped: Callable[[Any], Any] | None = None) -> Callable[..., Any]:
     """The tool's own function (agent/tools.py: errors already one line), with each argument's
-    description inside its annotation so the MCP input schema carries it, as DSPy's does."""
+    description inside its annotation so the MCP input schema carries it, as DSPy's does.
+    `scoped(ctx)`, when given, picks the function per request: the same tool bound to the scope
+    of the API key the request carries (or an "error: ..." line)."""
+    from mcp.server.mcpserver import Context
     from mcp.types import CallToolResult, TextContent
 
     signature = inspect.signature(tool.func, eval_str=True)
@@ -62,8 +65,9 @@ def _published(tool: Any) -> Callable[..., Any]:
         for name, parameter in signature.parameters.items()
     ]
 
-    def call(**arguments: Any) -> Any:
-        answer = tool.func(**arguments)
+    def call(ctx: Context | None = None, **arguments: Any) -> Any:
+        bound = tool if scoped is None else scoped(ctx)
+        answer = bound if isinstance(bound, str) else bound.func(**arguments)
         if answer.startswith("error: "):
             # The same line the agent would read, flagged as a failed call for MCP clients.
             return CallToolResult(content=[TextContent(type="text", text=answer)], is_error=True)
@@ -71,6 +75,12 @@ def _published(tool: Any) -> Callable[..., Any]:
 
     call.__name__ = tool.name
     call.__doc__ = inspect.cleandoc(tool.desc)
+    if scoped is not None:  # the SDK passes the request context to a parameter typed Context
+        context = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
+        parameters.append(context)
+        call.__annotations__ = {"ctx": Context}
+    else:
+        call.__annotations__ = {}
     call.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
     return call
 
@@ -97,6 +107,54 @@ def build_mcp_server(
         )
         # Plain text results, as the tools return to a DSPy agent (no structured-output wrapper).
         server.add_tool(_published(tool), name=tool.name, annotations=hints, structured_output=False)
+    return server
+
+
+def build_keyed_mcp_server(
+    memory: Memory, *, allow: Iterable[str] | None = None, name: str = "dspy-memory"
+) -> MCPServer:
+    """An MCP server for the memory service's `/mcp/` (streamable HTTP): the same tools, each
+    call bound to the scope of the API key its HTTP request carries (`Authorization: Bearer` or
+    `X-API-Key`), as every REST route is; a call without a valid tenant key gets an error line."""
+    mcpserver = _needs_mcp()
+    from mcp.types import ToolAnnotations
+
+    bound: dict[Scope, dict[str, Any]] = {}
+
+    def scoped_tool(tool_name: str) -> Callable[[Any], Any]:
+        def pick(ctx: Any) -> Any:
+            headers = {key.lower(): value for key, value in ((ctx.headers if ctx else None) or {}).items()}
+            token = (
+                headers.get("authorization", "")[7:].strip()
+                if headers.get("authorization", "").lower().startswith("bearer ")
+                else headers.get("x-api-key")
+            )
+            key = memory.store.keys.verify(token) if token else None
+            if key is None:
+                return "error: an API key is required (Authorization: Bearer <key>)"
+            if key.scope is None:
+                return "error: an admin key has no scope of its own; the tools need a tenant's key"
+            if key.scope not in bound:
+                bound[key.scope] = {
+                    tool.name: tool
+                    for tool in memory.tools(allow=allow, **key.scope.model_dump(exclude_none=True))
+                }
+            return bound[key.scope][tool_name]
+
+        return pick
+
+    server = mcpserver.MCPServer(name=name, instructions=INSTRUCTIONS)
+    # The tools' names, descriptions and parameters are the same in every scope.
+    for tool in memory.tools(allow=allow, user_id="schema"):
+        hints = ToolAnnotations(
+            read_only_hint=tool.name in READ_ONLY, destructive_hint=tool.name in DESTRUCTIVE
+        )
+        server.add_tool(
+            _published(tool, scoped_tool(tool.name)),
+            name=tool.name,
+            annotations=hints,
+            structured_output=False,
+        )
     return server
 
 
