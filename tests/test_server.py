@@ -238,8 +238,8 @@ def test_scheduled_maintenance_reports_are_in_stats(tmp_path):
 
 def test_serve_takes_every_setting_from_config_and_environment(tmp_path, monkeypatch):
     """`dspy-memory serve` switches providers and tunables by configuration (TOML or env)."""
-    from dspy_memory.cli.commands import service_memory
     from dspy_memory.cli.parser import build_parser
+    from dspy_memory.cli.service import service_memory
 
     toml = tmp_path / "memory.toml"
     toml.write_text(

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from dspy_memory.cli import commands as c
+from dspy_memory.cli import service
 
 DEFAULT_DB = "memory.db"
 LM_HELP = (
@@ -127,7 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lm", default=None, help=LM_HELP + "; summarizes with strategy 'summarize'")
 
     p = command(
-        "serve", "run the memory service: REST API with API keys (docs/server.md)", c.cmd_serve, scoped=False
+        "serve",
+        "run the memory service: REST API with API keys (docs/server.md)",
+        service.cmd_serve,
+        scoped=False,
     )
     p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
@@ -150,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--burst", type=int, default=100, help="requests a key may send at once (default 100)")
 
-    p = command("mcp", "serve the agent memory tools over MCP (stdio, or HTTP with --http)", c.cmd_mcp)
+    p = command("mcp", "serve the agent memory tools over MCP (stdio, or HTTP with --http)", service.cmd_mcp)
     p.add_argument(
         "--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp instead of stdio"
     )
@@ -159,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow", default=None, help="only these tools, comma-separated (e.g. recall,remember)")
     p.add_argument("--lm", default=None, help=LM_HELP)
 
-    p = command("keys", "create, list or revoke API keys of the service", c.cmd_keys)
+    p = command("keys", "create, list or revoke API keys of the service", service.cmd_keys)
     p.add_argument("action", choices=["create", "list", "revoke"], help="what to do")
     p.add_argument("key_id", nargs="?", default=None, help="revoke: the key's id (as `keys list` shows)")
     p.add_argument("--admin", action="store_true", help="create: an admin key (any scope, manages keys)")

@@ -15,7 +15,6 @@ from collections.abc import Iterator, Sequence
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
 
 from dspy_memory.config import MemoryConfig
 from dspy_memory.errors import DSPyMemoryError
@@ -29,6 +28,27 @@ from dspy_memory.server.auth import (
     memory_error_response,
 )
 from dspy_memory.server.inspector import inspector_router
+from dspy_memory.server.models import (
+    AddRequest,
+    AnswerRequest,
+    BlockRequest,
+    ContextRequest,
+    CreatedKey,
+    ForgetRequest,
+    ForgetResponse,
+    KeyInfo,
+    KeyRequest,
+    MaintainRequest,
+    RetrievedMemory,
+    RetrieveRequest,
+    RetrieveResponse,
+    Scoped,
+    SearchRequest,
+    StoreRequest,
+    StoreResponse,
+    UpdateRequest,
+    key_info,
+)
 from dspy_memory.types import (
     AddResult,
     Answer,
@@ -42,134 +62,6 @@ from dspy_memory.types import (
 )
 
 logger = logging.getLogger("dspy_memory")
-
-
-# -- request bodies ------------------------------------------------------------------------------
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class StoreRequest(_Body):
-    content: str
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-
-class StoreResponse(BaseModel):
-    memory_id: str
-    status: str = "stored"
-
-
-class RetrieveRequest(_Body):
-    query: str
-    top_k: int = 5
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-
-class RetrievedMemory(BaseModel):
-    memory_id: str
-    content: str
-    timestamp: str
-    score: float
-
-
-class RetrieveResponse(BaseModel):
-    memories: list[RetrievedMemory]
-
-
-class ForgetRequest(_Body):
-    memory_id: str
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-
-class ForgetResponse(BaseModel):
-    status: str = "deleted"
-    memory_id: str
-
-
-class Scoped(_Body):
-    user_id: str | None = None
-    agent_id: str | None = None
-    run_id: str | None = None
-
-    def ids(self) -> dict[str, Any]:
-        return {field: getattr(self, field) for field in SCOPE_FIELDS}
-
-
-class AddRequest(Scoped):
-    messages: Any
-    metadata: dict[str, Any] | None = None
-    at: str | None = None
-    infer: bool | None = None
-    background: bool = False
-
-
-class UpdateRequest(Scoped):
-    content: str
-    reason: str | None = None
-
-
-class SearchRequest(Scoped):
-    query: str
-    k: int = 10
-    recipe: str = "hybrid"
-    as_of: str | None = None
-    known_at: str | None = None
-    kinds: list[str] | None = None
-    filters: dict[str, Any] | None = None
-    include_archived: bool = False
-
-
-class ContextRequest(Scoped):
-    query: str
-    budget_tokens: int = 1500
-    as_of: str | None = None
-
-
-class AnswerRequest(Scoped):
-    question: str
-    budget_tokens: int = 1500
-    as_of: str | None = None
-    rewrite: bool = False
-
-
-class BlockRequest(Scoped):
-    value: str
-    char_limit: int | None = None
-    description: str | None = None
-
-
-class MaintainRequest(Scoped):
-    consolidate: bool = False
-    dry_run: bool = False
-
-
-class KeyRequest(Scoped):
-    admin: bool = False
-    name: str | None = None
-
-
-class KeyInfo(BaseModel):
-    id: str
-    name: str | None
-    user_id: str | None
-    agent_id: str | None
-    run_id: str | None
-    admin: bool
-    created_at: str
-    revoked_at: str | None
-
-
-class CreatedKey(KeyInfo):
-    key: str  # shown once; only its hash is stored
-
-
-def _key_info(key: Any) -> dict[str, Any]:
-    ids = key.scope.model_dump() if key.scope is not None else dict.fromkeys(SCOPE_FIELDS)
-    return dict(
-        id=key.id, name=key.name, admin=key.admin, created_at=key.created_at, revoked_at=key.revoked_at, **ids
-    )
 
 
 # -- the app -------------------------------------------------------------------------------------
@@ -463,12 +355,12 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small routes
         ids = body.ids()
         scope = Scope.of(**ids) if any(ids.values()) else None
         key, token = _memory(request).store.keys.create(scope, admin=body.admin, name=body.name)
-        return CreatedKey(key=token, **_key_info(key))
+        return CreatedKey(key=token, **key_info(key))
 
     @app.get("/v1/keys")
     def list_keys(request: Request, caller: Auth) -> list[KeyInfo]:
         caller.require_admin()
-        return [KeyInfo(**_key_info(key)) for key in _memory(request).store.keys.list()]
+        return [KeyInfo(**key_info(key)) for key in _memory(request).store.keys.list()]
 
     @app.delete("/v1/keys/{key_id}")
     def revoke_key(key_id: str, request: Request, caller: Auth) -> dict[str, Any]:
