@@ -24,19 +24,13 @@ acknowledged stores missing from their tenant's listing are 0. docs/benchmarks.m
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import random
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,121 +38,11 @@ from typing import Any
 import httpx
 
 from evals.report import RESULTS_DIR, command_line, machine, percentile, save, stage, table
+from evals.served import TENANTS, cpu_seconds, create_keys, serving
 from evals.synthetic import generate
+from evals.tenant_leaks import cross_tenant_check, foreign, hits_of
 
-ROOT = Path(__file__).resolve().parent.parent
-TENANTS = {"tenant-a": "Quillwort", "tenant-b": "Brambleton"}  # user_id: marker word
 ENDPOINTS = ("/store_memory", "/retrieve_memory", "/v1/search")
-RECIPES = ("dense", "keyword", "hybrid")
-
-
-def other(tenant: str) -> str:
-    return next(name for name in TENANTS if name != tenant)
-
-
-# -- the server: keys, serve, ready, stop ---------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def cli(*arguments: str) -> list[str]:
-    return [sys.executable, "-m", "dspy_memory.cli", *arguments]
-
-
-def server_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DSPY_MEMORY_")}  # no LM, no path
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    return env
-
-
-def create_keys(db: Path, embedder: str) -> dict[str, str]:
-    """One API key per tenant (`dspy-memory keys create` prints it on stdout)."""
-    keys = {}
-    for tenant in TENANTS:
-        done = subprocess.run(
-            cli("keys", "create", "--db", str(db), "--embedder", embedder, "--user-id", tenant),
-            capture_output=True, text=True, cwd=ROOT, env=server_env(), timeout=120, check=True,
-        )  # fmt: skip
-        keys[tenant] = done.stdout.strip().splitlines()[-1]
-    return keys
-
-
-def stop(process: subprocess.Popen, timeout: float = 15.0) -> int:
-    """SIGTERM (uvicorn shuts down and the file is closed), SIGKILL after `timeout`."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    return process.returncode
-
-
-@contextlib.contextmanager
-def serving(work: Path, args: argparse.Namespace) -> Iterator[tuple[str, subprocess.Popen]]:
-    """`dspy-memory serve` on a free loopback port until /readyz answers; stopped on the way out,
-    whatever happens (an exception, Ctrl-C)."""
-    port = free_port()
-    command = cli("serve", "--db", str(work / "bench.db"), "--embedder", args.embedder)
-    command += ["--host", "127.0.0.1", "--port", str(port), "--rate", "0"]
-    with open(work / "server.log", "wb") as log:
-        process = subprocess.Popen(command, cwd=ROOT, env=server_env(), stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + args.start_timeout
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"the server exited ({process.returncode}): {tail(work / 'server.log')}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the server was not ready after {args.start_timeout} s")
-            time.sleep(0.1)
-        yield url, process
-    finally:
-        stop(process)
-
-
-def tail(path: Path, lines: int = 20) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of a process so far (Linux /proc; None elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-# -- the traffic -----------------------------------------------------------------------------------
-
-
-def foreign(hits: Iterable[tuple[str, str | None]], tenant: str) -> list[str]:
-    """The hits `tenant` must not see: (content, user_id or None) without its marker, with the
-    other tenant's, or of another user."""
-    own, others = TENANTS[tenant], TENANTS[other(tenant)]
-    return [
-        content
-        for content, user in hits
-        if own not in content or others in content or (user is not None and user != tenant)
-    ]
-
-
-def hits_of(path: str, payload: Any) -> list[tuple[str, str | None]]:
-    """(content, user_id) of the hits in a response of /retrieve_memory, /v1/search or
-    GET /v1/memories; the seed endpoint does not say whose a memory is (None)."""
-    if path == "/retrieve_memory":
-        return [(hit["content"], None) for hit in payload["memories"]]
-    records = [hit["memory"] for hit in payload] if path == "/v1/search" else payload
-    return [(record["content"], record.get("user_id")) for record in records]
 
 
 @dataclass
@@ -302,92 +186,6 @@ def load(url: str, keys: dict[str, str], args: argparse.Namespace, corpus: dict,
         "server_cpu_cores": (server_used - server_cpu) / window if server_cpu is not None else None,
         "client_cpu_cores": (time.process_time() - own_cpu) / window,
     }
-
-
-# -- the cross-tenant check ------------------------------------------------------------------------
-
-
-class Probe:
-    """One tenant's client in the cross-tenant check: what it found that it must not see."""
-
-    def __init__(self, url: str, tenant: str, key: str) -> None:
-        self.tenant, self.them = tenant, other(tenant)
-        self.http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
-        self.leaks: list[dict[str, Any]] = []
-        self.probes = 0
-
-    def search(self, path: str, body: dict[str, Any]) -> int:
-        """Search; every hit not the tenant's own is a leak. Returns the number of hits."""
-        self.probes += 1
-        response = self.http.post(path, json=body)
-        response.raise_for_status()
-        hits = hits_of(path, response.json())
-        self.leaks += [{"probe": path, "body": body, "content": c} for c in foreign(hits, self.tenant)]
-        return len(hits)
-
-    def listed(self) -> set[str]:
-        """The ids GET /v1/memories lists, page by page; a memory not the tenant's is a leak."""
-        ids: set[str] = set()
-        while True:
-            self.probes += 1
-            response = self.http.get("/v1/memories", params={"limit": 500, "offset": len(ids)})
-            response.raise_for_status()
-            page = response.json()
-            if not page:
-                return ids
-            hits = hits_of("/v1/memories", page)
-            self.leaks += [{"probe": "GET /v1/memories", "content": c} for c in foreign(hits, self.tenant)]
-            ids |= {record["id"] for record in page}
-
-    def refused(self, method: str, path: str, **options: Any) -> None:
-        """A request that reaches the other tenant: a 2xx is a leak, but for an empty list (a
-        history has no events of the caller's scope under another's id)."""
-        self.probes += 1
-        response = self.http.request(method, path, **options)
-        if response.is_success and response.json() != []:
-            self.leaks.append({"probe": f"{method} {path}", "status": response.status_code})
-
-
-def cross_tenant_check(url: str, keys: dict[str, str], ids: dict[str, list[str]], corpus: dict) -> dict:
-    """Each tenant looks for the other's memories every way it can: searches for the other's
-    marker and questions, its own listing, the other's user_id named on each route, the other's
-    ids read and forgotten. Also: the control (its own marker finds its memories) and the
-    acknowledged stores missing from its listing (lost)."""
-    probes = {tenant: Probe(url, tenant, key) for tenant, key in keys.items()}
-    control, lost = {}, {}
-    try:
-        for tenant, probe in probes.items():
-            for query in [TENANTS[probe.them], *corpus["questions"][probe.them][:10]]:
-                probe.search("/retrieve_memory", {"query": query, "top_k": 50})
-                for recipe in RECIPES:
-                    probe.search("/v1/search", {"query": query, "k": 50, "recipe": recipe})
-            control[tenant] = probe.search(
-                "/v1/search", {"query": TENANTS[tenant], "k": 50, "recipe": "keyword"}
-            )
-            lost[tenant] = len(set(ids[tenant]) - probe.listed())
-        for probe in probes.values():  # after every listing: a forget that got through shows as a leak only
-            named = {"user_id": probe.them}
-            probe.refused("POST", "/store_memory", json={"content": "probe", "metadata": named})
-            probe.refused("POST", "/retrieve_memory", json={"query": TENANTS[probe.them], "metadata": named})
-            probe.refused("POST", "/v1/search", json={"query": TENANTS[probe.them], **named})
-            probe.refused("POST", "/v1/memories", json={"messages": "probe", "infer": False, **named})
-            probe.refused("GET", "/v1/memories", params=named)
-            for memory_id in ids[probe.them][:10]:
-                probe.refused("GET", f"/v1/memories/{memory_id}")
-                probe.refused("GET", f"/v1/memories/{memory_id}/history")
-                probe.refused("POST", "/forget_memory", json={"memory_id": memory_id})
-    finally:
-        for probe in probes.values():
-            probe.http.close()
-    return {
-        "leaks": [{"tenant": t, **leak} for t, probe in probes.items() for leak in probe.leaks],
-        "probes": sum(probe.probes for probe in probes.values()),
-        "own_marker_hits": control,
-        "lost": lost,
-    }
-
-
-# -- the run ---------------------------------------------------------------------------------------
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -1,0 +1,109 @@
+"""A `dspy-memory serve` process for benchmarks: two tenants' keys in a fresh file, the server
+in a process of its own on a free 127.0.0.1 port, stopped (and killed if it must be) at the end."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+TENANTS = {"tenant-a": "Quillwort", "tenant-b": "Brambleton"}  # user_id: marker word
+
+
+def other(tenant: str) -> str:
+    return next(name for name in TENANTS if name != tenant)
+
+
+# -- the server: keys, serve, ready, stop ---------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def cli(*arguments: str) -> list[str]:
+    return [sys.executable, "-m", "dspy_memory.cli", *arguments]
+
+
+def server_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DSPY_MEMORY_")}  # no LM, no path
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    return env
+
+
+def create_keys(db: Path, embedder: str) -> dict[str, str]:
+    """One API key per tenant (`dspy-memory keys create` prints it on stdout)."""
+    keys = {}
+    for tenant in TENANTS:
+        done = subprocess.run(
+            cli("keys", "create", "--db", str(db), "--embedder", embedder, "--user-id", tenant),
+            capture_output=True, text=True, cwd=ROOT, env=server_env(), timeout=120, check=True,
+        )  # fmt: skip
+        keys[tenant] = done.stdout.strip().splitlines()[-1]
+    return keys
+
+
+def stop(process: subprocess.Popen, timeout: float = 15.0) -> int:
+    """SIGTERM (uvicorn shuts down and the file is closed), SIGKILL after `timeout`."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return process.returncode
+
+
+@contextlib.contextmanager
+def serving(work: Path, args: argparse.Namespace) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`dspy-memory serve` on a free loopback port until /readyz answers; stopped on the way out,
+    whatever happens (an exception, Ctrl-C)."""
+    port = free_port()
+    command = cli("serve", "--db", str(work / "bench.db"), "--embedder", args.embedder)
+    command += ["--host", "127.0.0.1", "--port", str(port), "--rate", "0"]
+    with open(work / "server.log", "wb") as log:
+        process = subprocess.Popen(command, cwd=ROOT, env=server_env(), stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + args.start_timeout
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"the server exited ({process.returncode}): {tail(work / 'server.log')}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the server was not ready after {args.start_timeout} s")
+            time.sleep(0.1)
+        yield url, process
+    finally:
+        stop(process)
+
+
+def tail(path: Path, lines: int = 20) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process so far (Linux /proc; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+# -- the traffic -----------------------------------------------------------------------------------
