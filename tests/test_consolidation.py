@@ -279,3 +279,31 @@ def test_near_duplicates_are_paired_across_similarity_blocks():
     assert sorted(sorted(int(r.id) for r in cluster) for cluster in clusters) == [
         [i, 600 + i] for i in range(50)
     ]
+
+
+def test_a_merge_of_memories_from_before_year_1000_keeps_the_stored_time_format():
+    """Times are stored fixed-width ("0999-06-01..."): strftime("%Y") would write "999-06-01",
+    which sorts wrongly as text and cannot be read back (util/timeutil.format_db)."""
+    from datetime import datetime, timezone
+
+    import numpy as np
+
+    from dspy_memory.lifecycle.consolidate import PlannedConsolidation, consolidated_memory
+    from dspy_memory.types import MemoryRecord
+
+    old = datetime(999, 6, 1, tzinfo=timezone.utc)
+    sources = [
+        MemoryRecord(
+            id=f"m{i}",
+            content="The abbey was founded.",
+            content_hash="h",
+            created_at="2025-01-01",
+            valid_at=old,
+            last_accessed_at=old,
+        )  # fmt: skip
+        for i in range(2)
+    ]
+    new = consolidated_memory(
+        PlannedConsolidation("MERGE", sources, "The abbey was founded.", None), np.zeros(8)
+    )
+    assert new.valid_at == new.last_accessed_at == "0999-06-01T00:00:00.000000Z"

@@ -24,6 +24,7 @@ from dspy_memory.store import Store
 from dspy_memory.store.writes import NewMemory
 from dspy_memory.types import MemoryRecord
 from dspy_memory.util.text import content_hash, valid_text
+from dspy_memory.util.timeutil import format_db
 
 # Words a merged sentence must keep: numbers (with their decimals) and capitalized names that
 # do not start a sentence.
@@ -148,8 +149,8 @@ def consolidated_memory(plan: PlannedConsolidation, embedding: np.ndarray) -> Ne
         importance=max(record.importance for record in sources),
         strength=max(record.strength for record in sources),
         access_count=sum(record.access_count for record in sources) if merged else 0,
-        last_accessed_at=max(recalled).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if recalled and merged else None,
-        valid_at=min(valid).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if valid else None,
+        last_accessed_at=format_db(max(recalled)) if recalled and merged else None,
+        valid_at=format_db(min(valid)) if valid else None,
         metadata={"consolidated": plan.action.lower()},
     )
 
