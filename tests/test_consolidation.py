@@ -115,6 +115,7 @@ def test_clusters_never_cross_scopes(tmp_path, clock):
         memory.add([LISBON], user_id="ada")
         memory.add([LISBON_SINCE], user_id="bob")
         memory.add([LISBON, LISBON_SINCE], user_id="cy")
+        assert memory.maintain(user_id="ada", consolidate=True).usage.lm_calls == 0  # cy's pair is not ada's
         report = memory.maintain(all_scopes=True, consolidate=True)
         assert report.usage.lm_calls == 1 and len(lm.clusters[0]) == 2  # cy's pair only
 

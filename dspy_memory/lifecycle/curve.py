@@ -66,6 +66,11 @@ def days_until(threshold: float, stability: float) -> float:
     return -stability * math.log(threshold)
 
 
+def days_since(moment: datetime | None, now: datetime) -> float:
+    """dt of the curve: days from the last recall (or storage) `moment` to `now`; 0 for None."""
+    return (now - moment).total_seconds() / 86400.0 if moment is not None else 0.0
+
+
 def julian_day(moment: datetime) -> float:
     """The Julian day number of an aware datetime (what SQLite's julianday() returns)."""
     return moment.timestamp() / 86400.0 + _UNIX_EPOCH_JD

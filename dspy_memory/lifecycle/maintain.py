@@ -19,7 +19,7 @@ import numpy as np
 from dspy_memory.config import LifecycleConfig, LifecycleSettings, WriteConfig
 from dspy_memory.errors import InvalidInputError, WriteProgramError
 from dspy_memory.lifecycle.consolidate import apply_consolidation, cluster_view, plan_consolidation
-from dspy_memory.lifecycle.curve import Forgetting
+from dspy_memory.lifecycle.curve import Forgetting, days_since
 from dspy_memory.ops import FACT_KINDS
 from dspy_memory.store import Store
 from dspy_memory.store.lifecycle import DecayRow, ScopeKey
@@ -100,8 +100,7 @@ class Maintainer:
 
     def retention(self, row: DecayRow, now: datetime) -> tuple[float, dict[str, Any]]:
         """R now, with the numbers a DECAY event records."""
-        recalled = from_db(row.recalled_at)
-        days = (now - recalled).total_seconds() / 86400.0 if recalled else 0.0
+        days = days_since(from_db(row.recalled_at), now)
         stability = self.forgetting.stability(
             recalls=row.recalls, strength=row.strength, importance=row.importance
         )
@@ -186,8 +185,7 @@ class Maintainer:
                     at=now_db(),
                 )
         if consolidate and lm is not None and not dry_run:
-            keys = [key for key in self.store.scopes() if scope is None or _within(key, scope)]
-            for key in keys:
+            for key in self.store.scopes(scope):
                 self._merge_duplicates(key, lm, report)
         report.scopes = len(settings)
         report.duration_s = round(time.monotonic() - started, 4)
@@ -331,16 +329,6 @@ class Maintainer:
             : self.config.max_clusters
         ]:
             self._apply(cluster, lm, report)
-
-
-def _within(key: ScopeKey, scope: Scope) -> bool:
-    user, agent, run = key
-    if scope.user_id is None and not scope.any_user and user is not None:
-        return False
-    return all(
-        wanted is None or wanted == value
-        for wanted, value in ((scope.user_id, user), (scope.agent_id, agent), (scope.run_id, run))
-    )
 
 
 def near_duplicates(

@@ -13,20 +13,20 @@ import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from dspy_memory.config import RetrievalConfig
 from dspy_memory.embed import Embedder
 from dspy_memory.errors import InvalidInputError
-from dspy_memory.lifecycle.curve import Forgetting, julian_day
+from dspy_memory.lifecycle.curve import Forgetting, days_since, julian_day
 from dspy_memory.read.recalls import RecallCounter
 from dspy_memory.read.temporal import asks_when, is_dated, time_window
 from dspy_memory.store import Candidate, Store, TimeView
 from dspy_memory.store.keyword import query_terms
 from dspy_memory.types import Hit, MemoryRecord, Scope, ScoreDetails
 from dspy_memory.util.text import check_count, searchable, shown
-from dspy_memory.util.timeutil import TimeLike, from_db, now_db
+from dspy_memory.util.timeutil import TimeLike, from_db, utcnow
 
 logger = logging.getLogger("dspy_memory")
 
@@ -135,12 +135,12 @@ class Retriever:
         )
         self.flush()  # recall counts are part of what a listing shows
         records = self.store.list_memories(predicate, view, limit=limit, offset=offset)
-        return [self.with_retention(record) for record in records]
+        now = utcnow()
+        return [self.with_retention(record, now) for record in records]
 
-    def with_retention(self, record: MemoryRecord) -> MemoryRecord:
-        """The record with its retention now (the forgetting curve, docs/lifecycle.md)."""
-        recalled = record.last_accessed_at or record.created_at
-        days = (julian_day(from_db(now_db())) - julian_day(recalled)) if recalled else 0.0
+    def with_retention(self, record: MemoryRecord, now: datetime | None = None) -> MemoryRecord:
+        """The record with its retention at `now` (default: now; docs/lifecycle.md)."""
+        days = days_since(record.last_accessed_at or record.created_at, now or utcnow())
         record.retention = self.forgetting.retention(
             recalls=record.access_count,
             strength=record.strength,

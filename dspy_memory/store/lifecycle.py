@@ -127,10 +127,15 @@ class LifecycleRows:
             ).fetchall()
         return [(record_from_row(row, view), np.frombuffer(row["embedding"], np.float32)) for row in rows]
 
-    def scopes(self) -> list[ScopeKey]:
-        """Every scope that holds memories, exactly as written."""
+    def scopes(self, scope: Scope | None = None) -> list[ScopeKey]:
+        """The exact scopes that hold memories within `scope` (read as search reads it; None:
+        every scope)."""
+        predicate = scope_predicate(Predicate(), scope)
         with self._conns.read() as conn:
-            rows = conn.execute("SELECT DISTINCT user_id, agent_id, run_id FROM memories").fetchall()
+            rows = conn.execute(
+                f"SELECT DISTINCT m.user_id, m.agent_id, m.run_id FROM memories m WHERE {predicate.sql}",
+                predicate.params,
+            ).fetchall()
         return [(row[0], row[1], row[2]) for row in rows]
 
     # -- archive, restore, pin -------------------------------------------------------------
