@@ -256,10 +256,10 @@ def test_maintenance_runs_on_a_schedule_without_blocking_writes(tmp_path, clock)
         memory.add(FACTS, user_id="ada", infer=False)
         clock.advance(200)
         deadline = time.monotonic() + 10
-        while not memory._background.periodic_results and time.monotonic() < deadline:
+        while not memory.maintenance_reports() and time.monotonic() < deadline:
             memory.add("still writing", user_id="bob", infer=False)
             time.sleep(0.02)
-        reports = list(memory._background.periodic_results)
+        reports = memory.maintenance_reports()
         assert reports and reports[0].archived == 3
         assert memory.search("still writing", user_id="bob")
 

@@ -20,6 +20,7 @@ logger = logging.getLogger("dspy_memory")
 class LifecycleMethods:
     # Provided by Memory.
     _maintainer: Any
+    _background: Any
     _retriever: Any
     _scopes: Any
     store: Any
@@ -87,6 +88,11 @@ class LifecycleMethods:
         if settings or reset:
             return self._maintainer.save_settings(where, settings, reset=reset)
         return self._maintainer.settings_for((where.user_id, where.agent_id, where.run_id))
+
+    def maintenance_reports(self) -> list[MaintenanceReport]:
+        """The reports of the scheduled maintenance runs so far (`maintenance_every`), oldest
+        first (the last 100)."""
+        return list(self._background.periodic_results)
 
     def _scheduled_maintenance(self) -> MaintenanceReport:
         report = self._maintainer.run(None, lm=self._lm_for(None))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Query, Request
@@ -344,7 +344,7 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small routes
     def stats(request: Request, caller: Auth) -> dict[str, Any]:
         caller.require_admin()  # counts of the whole file
         memory = _memory(request)
-        reports = [report.model_dump(mode="json") for report in _maintenance_reports(memory)]
+        reports = [report.model_dump(mode="json") for report in memory.maintenance_reports()]
         return {**memory.stats(), "maintenance": reports[-10:]}
 
     @app.post("/v1/keys", status_code=201)
@@ -368,10 +368,6 @@ def _routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small routes
         if not _memory(request).store.keys.revoke(key_id):
             raise ServiceError(404, "key_not_found", f"no live key {key_id!r}")
         return {"status": "revoked", "id": key_id}
-
-
-def _maintenance_reports(memory: Any) -> Sequence[Any]:
-    return list(getattr(memory._background, "periodic_results", ()))
 
 
 @contextlib.contextmanager
