@@ -15,8 +15,8 @@ from dspy_memory.util.timeutil import now_db
 
 # A fact that is believed and true now.
 _CURRENT = (
-    "m.expired_at IS NULL AND (m.invalid_at IS NULL OR m.invalid_at > :now) "
-    "AND (m.valid_at IS NULL OR m.valid_at <= :now)"
+    "m.expired_at IS NULL AND (m.invalid_at IS NULL OR m.invalid_at > ?) "
+    "AND (m.valid_at IS NULL OR m.valid_at <= ?)"
 )
 
 
@@ -27,7 +27,7 @@ def _count(conn: Any, sql: str) -> int:
 def audit(conns: Connections, *, single_valued: Iterable[str], sample: int = 20) -> AuditReport:
     """Check the whole file in one read snapshot. `single_valued` are the predicates that hold
     one value at a time (two current facts of one subject contradict each other)."""
-    params = {"now": now_db(), "single": json.dumps(sorted(single_valued)), "sample": sample}
+    now = now_db()
     with conns.snapshot() as conn:
         integrity = [row[0] for row in conn.execute("PRAGMA integrity_check").fetchall()]
         rows = {
@@ -58,18 +58,18 @@ def audit(conns: Connections, *, single_valued: Iterable[str], sample: int = 20)
                 "count(DISTINCT m.id) AS current "
                 "FROM memories m JOIN entities e ON e.id = m.subject_id "
                 f"WHERE {_CURRENT} AND m.kind != 'turn' "
-                "AND m.predicate IN (SELECT value FROM json_each(:single)) "
-                "GROUP BY m.user_id, m.agent_id, m.run_id, m.subject_id, m.predicate "
-                "HAVING count(DISTINCT m.id) > 1 LIMIT :sample",
-                params,
+                "AND m.predicate IN (SELECT value FROM json_each(?)) "
+                "GROUP BY m.user_id, m.agent_id, m.run_id, m.subject_id, e.name, m.predicate "
+                "HAVING count(DISTINCT m.id) > 1 LIMIT ?",
+                (now, now, json.dumps(sorted(single_valued)), sample),
             )
         ]
         twice = [
             row[0]
             for row in conn.execute(
                 "SELECT memory_id FROM memory_events WHERE event = 'INVALIDATE' "
-                "GROUP BY memory_id HAVING count(*) > 1 LIMIT :sample",
-                params,
+                "GROUP BY memory_id HAVING count(*) > 1 LIMIT ?",
+                (sample,),
             )
         ]
         # The same fact made twice from one episode: the episode was processed twice.
@@ -78,8 +78,8 @@ def audit(conns: Connections, *, single_valued: Iterable[str], sample: int = 20)
             for row in conn.execute(
                 "SELECT s.episode_id FROM memory_sources s JOIN memories m ON m.id = s.memory_id "
                 f"WHERE {_CURRENT} GROUP BY s.episode_id, m.content_hash "
-                "HAVING count(DISTINCT m.id) > 1 LIMIT :sample",
-                params,
+                "HAVING count(DISTINCT m.id) > 1 LIMIT ?",
+                (now, now, sample),
             )
         ]
         statuses = dict(conn.execute("SELECT status, count(*) FROM episodes GROUP BY status").fetchall())

@@ -56,8 +56,8 @@ class WriteConflicts:
             predicate.add("m.id NOT IN (SELECT value FROM json_each(?))", json.dumps(list(seen)))
             predicate.add(
                 "(m.row_id > ? AND m.content_hash IN (SELECT value FROM json_each(?))) OR EXISTS (SELECT 1 "
-                "FROM json_each(?) slot WHERE slot.value ->> 0 = subj.normalized_name "
-                "AND slot.value ->> 1 = m.predicate)",
+                "FROM json_each(?) slot WHERE json_extract(slot.value, '$[0]') = subj.normalized_name "
+                "AND json_extract(slot.value, '$[1]') = m.predicate)",
                 after_row_id,
                 json.dumps(list(hashes)),
                 json.dumps([list(slot) for slot in slots]),

@@ -212,9 +212,9 @@ class Eraser:
             (_ids(memory_ids), _ids(episode_ids)),
         ).rowcount
         conn.execute(
-            "DELETE FROM memory_links WHERE memory_id IN (SELECT value FROM json_each(?1)) "
-            "OR linked_id IN (SELECT value FROM json_each(?1))",
-            (_ids(memory_ids),),
+            "DELETE FROM memory_links WHERE memory_id IN (SELECT value FROM json_each(?)) "
+            "OR linked_id IN (SELECT value FROM json_each(?))",
+            (_ids(memory_ids), _ids(memory_ids)),
         )
         counts["episodes"] = conn.execute(
             "DELETE FROM episodes WHERE id IN (SELECT value FROM json_each(?))", (_ids(episode_ids),)
@@ -271,9 +271,9 @@ class Eraser:
                 row[0]
                 for row in conn.execute(
                     "SELECT linked_id FROM memory_links WHERE relation = 'merged_from' "
-                    "AND memory_id IN (SELECT value FROM json_each(?1)) "
-                    "UNION SELECT memory_id FROM memory_links WHERE linked_id IN (SELECT value FROM json_each(?1))",
-                    (_ids(new_memories),),
+                    "AND memory_id IN (SELECT value FROM json_each(?)) "
+                    "UNION SELECT memory_id FROM memory_links WHERE linked_id IN (SELECT value FROM json_each(?))",
+                    (_ids(new_memories), _ids(new_memories)),
                 )
             }
             new_memories, new_episodes = (turns | linked) - memory_ids, set()
@@ -312,7 +312,7 @@ class Eraser:
         strip = "json_remove(metadata, " + ", ".join(f"'$.{key}'" for key in _CONTENT_KEYS) + ")"
         changed = conn.execute(
             f"UPDATE memory_events SET new_content = NULL, reason = NULL, metadata = {strip} "
-            f"WHERE {others} AND metadata ->> '$.superseded_by' IN (SELECT value FROM json_each(?))",
+            f"WHERE {others} AND json_extract(metadata, '$.superseded_by') IN (SELECT value FROM json_each(?))",
             (named, ids, ids),
         ).rowcount
         changed += conn.execute(
@@ -329,7 +329,7 @@ class Eraser:
                 (named, ids, contents),
             ).rowcount
         for key in _CONTENT_KEYS:
-            value = f"ev.metadata ->> '$.{key}'"
+            value = f"json_extract(ev.metadata, '$.{key}')"
             changed += conn.execute(
                 f"UPDATE memory_events AS ev SET metadata = json_remove(metadata, '$.{key}') WHERE {others} "
                 f"AND {value} IN (SELECT value FROM json_each(?)) AND {not_own.format(value)}",

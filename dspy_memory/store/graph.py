@@ -201,7 +201,7 @@ class EntityGraph:
     def _select(conn: Any, where: Predicate, limit: int) -> list[Any]:
         return conn.execute(
             f"SELECT {MEMORY_COLUMNS}, m.subject_id, m.object_id FROM {MEMORY_FROM} WHERE {where.sql} "
-            "ORDER BY ifnull(m.valid_at, m.created_at), m.row_id LIMIT ?",
+            "ORDER BY coalesce(m.valid_at, m.created_at), m.row_id LIMIT ?",
             [*where.params, limit],
         ).fetchall()
 
@@ -290,7 +290,7 @@ class EntityGraph:
         with self._conns.read() as conn:
             rows = conn.execute(
                 f"SELECT {MEMORY_COLUMNS} FROM {MEMORY_FROM} WHERE {where.sql} "
-                "ORDER BY ifnull(m.valid_at, m.created_at), m.row_id",
+                "ORDER BY coalesce(m.valid_at, m.created_at), m.row_id",
                 where.params,
             ).fetchall()
         return [record_from_row(row, view) for row in rows]

@@ -84,7 +84,7 @@ class LifecycleRows:
         with self._conns.read() as conn:
             rows = conn.execute(
                 "SELECT m.row_id, m.id, m.user_id, m.agent_id, m.run_id, m.kind, m.importance, m.strength, "
-                "m.access_count, ifnull(m.last_accessed_at, m.created_at) AS recalled_at, m.created_at, "
+                "m.access_count, coalesce(m.last_accessed_at, m.created_at) AS recalled_at, m.created_at, "
                 f"m.archived_at FROM memories m WHERE {predicate.sql} ORDER BY m.row_id LIMIT ?",
                 [*predicate.params, limit],
             ).fetchall()
@@ -310,7 +310,7 @@ class LifecycleRows:
                 event_metadata={**metadata, relation: ids},
             )
             conn.executemany(
-                "INSERT OR IGNORE INTO memory_links (memory_id, linked_id, relation) VALUES (?, ?, ?)",
+                "INSERT INTO memory_links (memory_id, linked_id, relation) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 [(new.id, memory_id, relation) for memory_id in ids],
             )
             for row in rows:

@@ -210,8 +210,8 @@ def _check_scalar(key: str, op: str, value: Any) -> None:
 # What ranking needs of a candidate row, selected next to its score. The parameter is the
 # reference time; SQLite computes the age so Python parses no timestamps on this path.
 SIGNAL_COLUMNS = (
-    "m.row_id, julianday(?) - julianday(ifnull(m.valid_at, m.created_at)), m.importance, m.strength, "
-    "m.access_count, julianday(ifnull(m.last_accessed_at, m.created_at)), m.pinned"
+    "m.row_id, julianday(?) - julianday(coalesce(m.valid_at, m.created_at)), m.importance, m.strength, "
+    "m.access_count, julianday(coalesce(m.last_accessed_at, m.created_at)), m.pinned"
 )
 
 

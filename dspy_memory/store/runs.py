@@ -59,9 +59,9 @@ class WriteRunLog:
         predicate = scope_predicate(Predicate(), scope)
         with self._conns.read() as conn:
             row = conn.execute(
-                "SELECT count(*), ifnull(sum(lm_calls), 0), ifnull(sum(prompt_tokens), 0), "
-                "ifnull(sum(completion_tokens), 0), ifnull(sum(ops_applied), 0), "
-                "ifnull(sum(json_array_length(rejected)), 0), count(error) "
+                "SELECT count(*), coalesce(sum(lm_calls), 0), coalesce(sum(prompt_tokens), 0), "
+                "coalesce(sum(completion_tokens), 0), coalesce(sum(ops_applied), 0), "
+                "coalesce(sum(json_array_length(rejected)), 0), count(error) "
                 f"FROM write_runs m WHERE {predicate.sql}",
                 predicate.params,
             ).fetchone()

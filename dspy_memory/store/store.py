@@ -231,7 +231,7 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts):
         with self._conns.read() as conn:
             rows = conn.execute(
                 f"SELECT {MEMORY_COLUMNS} FROM {MEMORY_FROM} WHERE {predicate.sql} "
-                f"ORDER BY ifnull(m.valid_at, m.created_at) {order}, m.row_id {order} "
+                f"ORDER BY coalesce(m.valid_at, m.created_at) {order}, m.row_id {order} "
                 "LIMIT ? OFFSET ?",
                 [*predicate.params, limit, offset],
             ).fetchall()

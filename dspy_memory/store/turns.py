@@ -43,13 +43,13 @@ class RawTurns:
         at = now_db()
         with self._conns.transaction() as conn:
             conn.executemany(
-                "INSERT OR IGNORE INTO memory_sources (memory_id, episode_id, created_at) VALUES (?, ?, ?)",
+                "INSERT INTO memory_sources (memory_id, episode_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 [(memory_id, episode_id, at) for episode_id in episode_ids],
             )
             conn.execute(
                 "UPDATE memories SET access_count = access_count + ?, "
-                "last_accessed_at = max(ifnull(last_accessed_at, ''), ?) WHERE row_id = ?",
-                (len(episode_ids), at, row_id),
+                "last_accessed_at = CASE WHEN last_accessed_at > ? THEN last_accessed_at ELSE ? END WHERE row_id = ?",
+                (len(episode_ids), at, at, row_id),
             )
 
 
@@ -112,7 +112,7 @@ class TurnContext:
         """New turn rows were inserted with `contexts` ({row id: (text, episode ids)}): record
         which episodes each quotes."""
         conn.executemany(
-            "INSERT OR IGNORE INTO turn_context (row_id, episode_id) VALUES (?, ?)",
+            "INSERT INTO turn_context (row_id, episode_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
             [(row_id, episode_id) for row_id, (_, ids) in contexts.items() for episode_id in ids],
         )
 
@@ -150,7 +150,7 @@ class TurnContext:
             neighbours = windows.get(anchor["episode_id"], []) if anchor is not None else []
             contexts.append((row_id, _text(neighbours)))
             conn.executemany(
-                "INSERT OR IGNORE INTO turn_context (row_id, episode_id) VALUES (?, ?)",
+                "INSERT INTO turn_context (row_id, episode_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
                 [(row_id, row["id"]) for row in neighbours],
             )
         self._keywords.set_contexts(conn, contexts)

@@ -100,7 +100,7 @@ class MemoryWrites:
                     "subject_id, predicate, object_id, confidence, importance, strength, "
                     "access_count, last_accessed_at, content_hash, metadata, valid_at, invalid_at, "
                     "created_at, superseded_by, pinned) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING row_id",
                     (
                         item.id,
                         item.version,
@@ -126,7 +126,7 @@ class MemoryWrites:
                         int(item.pinned),
                     ),
                 )
-                row_ids.append(cursor.lastrowid)
+                row_ids.append(cursor.fetchone()[0])
             # A raw turn is indexed with the conversation around its episode (store/turns.py).
             anchors = {
                 row_id: item.episode_ids[0]
@@ -158,7 +158,7 @@ class MemoryWrites:
                 np.stack([np.asarray(item.embedding, dtype=np.float32) for item in items]),
             )
             conn.executemany(
-                "INSERT OR IGNORE INTO memory_sources (memory_id, episode_id, created_at) VALUES (?, ?, ?)",
+                "INSERT INTO memory_sources (memory_id, episode_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 [(item.id, ep, created_at) for item in items for ep in item.episode_ids],
             )
             self.turn_context.indexed(conn, contexts)
@@ -332,7 +332,7 @@ class MemoryWrites:
             if row["archived_at"] is not None:
                 self.log_event(conn, row, "RESTORE", actor="write", reason="stated again")
             conn.executemany(
-                "INSERT OR IGNORE INTO memory_sources (memory_id, episode_id, created_at) VALUES (?, ?, ?)",
+                "INSERT INTO memory_sources (memory_id, episode_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 [(memory_id, episode_id, now_db()) for episode_id in episode_ids],
             )
         return True
@@ -371,7 +371,7 @@ class MemoryWrites:
     def last_row_id(self) -> int:
         """The newest memory row so far: rows written later have larger ids (AUTOINCREMENT)."""
         with self._conns.read() as conn:
-            return int(conn.execute("SELECT ifnull(max(row_id), 0) FROM memories").fetchone()[0])
+            return int(conn.execute("SELECT coalesce(max(row_id), 0) FROM memories").fetchone()[0])
 
     def record_access(self, counts: Sequence[tuple[int, int, str]]) -> bool:
         """Add recalls to rows: (row_id, times recalled, last recall time), if the file can be
@@ -384,7 +384,7 @@ class MemoryWrites:
                 return False
             conn.executemany(
                 "UPDATE memories SET access_count = access_count + ?, "
-                "last_accessed_at = max(ifnull(last_accessed_at, ''), ?) WHERE row_id = ?",
-                [(count, at, row_id) for row_id, count, at in counts],
+                "last_accessed_at = CASE WHEN last_accessed_at > ? THEN last_accessed_at ELSE ? END WHERE row_id = ?",
+                [(count, at, at, row_id) for row_id, count, at in counts],
             )
         return True
