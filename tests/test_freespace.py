@@ -7,7 +7,7 @@ from pathlib import Path
 
 import sqlean
 
-from dspy_memory.store.freespace import zero_free_space
+from dspy_memory.store.sqlite.freespace import zero_free_space
 
 
 def filled(path):

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder
 from dspy_memory.errors import InvalidInputError
-from dspy_memory.store.connection import resolve_driver
-from dspy_memory.store.keyword import match_expression, query_terms
+from dspy_memory.store.keyword import query_terms
+from dspy_memory.store.sqlite.connection import resolve_driver
+from dspy_memory.store.sqlite.keywords import match_expression
 from dspy_memory.util.text import surrogate_at
 
 HOSTILE = [

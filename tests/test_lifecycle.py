@@ -273,7 +273,7 @@ def test_a_file_from_before_the_lifecycle_keeps_its_events_when_opened(tmp_path,
     """Schema 5 -> 6 rebuilds the event table (RESTORE joins its CHECK) with every id kept."""
     import sqlean
 
-    from dspy_memory.store.migrations import MIGRATIONS, migrate
+    from dspy_memory.store.sqlite.migrations import MIGRATIONS, migrate
 
     path = tmp_path / "old.db"
     conn = sqlean.connect(str(path), isolation_level=None)

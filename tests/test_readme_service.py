@@ -17,7 +17,9 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def service_block() -> str:
-    [block] = [b for b in re.findall(r"```sh\n(.*?)```", README.read_text(), flags=re.S) if "dspy-memory serve" in b]
+    [block] = [
+        b for b in re.findall(r"```sh\n(.*?)```", README.read_text(), flags=re.S) if "dspy-memory serve" in b
+    ]
     return block
 
 

@@ -10,7 +10,7 @@ from dspy_memory import Memory
 from dspy_memory.cli import main
 from dspy_memory.embed import HashEmbedder
 from dspy_memory.errors import MemoryNotFoundError, ScopeError
-from dspy_memory.store.vectors import NO_USER
+from dspy_memory.store.backend import NO_USER
 from dspy_memory.types import Scope
 
 from .scripted import fused_lm

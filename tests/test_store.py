@@ -7,7 +7,7 @@ import pytest
 from dspy_memory import EmbedderMismatchError, ExtensionLoadError, Memory, SchemaError
 from dspy_memory.embed import HashEmbedder
 from dspy_memory.store import Store, resolve_driver
-from dspy_memory.store.migrations import LATEST_VERSION, MIGRATIONS, Migration, migrate
+from dspy_memory.store.sqlite.migrations import LATEST_VERSION, MIGRATIONS, Migration, migrate
 
 EXPECTED_TABLES = {
     "meta",

@@ -9,7 +9,7 @@ import sqlean
 from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder
 from dspy_memory.store import Store
-from dspy_memory.store.migrations import MIGRATIONS, migrate
+from dspy_memory.store.sqlite.migrations import MIGRATIONS, migrate
 
 from .leakscan import leaks, markers
 

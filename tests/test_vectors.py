@@ -3,7 +3,7 @@ import pytest
 
 from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder
-from dspy_memory.store.vectors import _code_words, _hamming, sign_codes
+from dspy_memory.store.sqlite.vectors import _code_words, _hamming, sign_codes
 
 TEXTS = [f"memory number {i} about topic {i % 17} and place {i % 5}" for i in range(400)]
 

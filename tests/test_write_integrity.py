@@ -267,8 +267,8 @@ def test_an_answer_with_a_lone_surrogate_is_refused_not_a_crash(db_path):
 
 
 def test_opening_a_file_of_0_1_repairs_its_three_digit_years(db_path):
-    from dspy_memory.store.connection import open_connection, resolve_driver
-    from dspy_memory.store.migrations import MIGRATIONS, migrate
+    from dspy_memory.store.sqlite.connection import open_connection, resolve_driver
+    from dspy_memory.store.sqlite.migrations import MIGRATIONS, migrate
 
     conn = open_connection(db_path, resolve_driver(), busy_timeout_ms=1000)
     migrate(conn, MIGRATIONS[:2])  # the schema 0.1 wrote, with the row its add(at="0999-06-01") left

@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from dspy_memory.store.connection import Connections
+from dspy_memory.store.backend import Backend
 from dspy_memory.types import AuditReport
 from dspy_memory.util.timeutil import now_db
 
@@ -24,20 +24,13 @@ def _count(conn: Any, sql: str) -> int:
     return int(conn.execute(sql).fetchone()[0])
 
 
-def audit(conns: Connections, *, single_valued: Iterable[str], sample: int = 20) -> AuditReport:
+def audit(backend: Backend, *, single_valued: Iterable[str], sample: int = 20) -> AuditReport:
     """Check the whole file in one read snapshot. `single_valued` are the predicates that hold
     one value at a time (two current facts of one subject contradict each other)."""
     now = now_db()
-    with conns.snapshot() as conn:
-        integrity = [row[0] for row in conn.execute("PRAGMA integrity_check").fetchall()]
-        rows = {
-            "memories": _count(conn, "SELECT count(*) FROM memories"),
-            "vectors": _count(conn, "SELECT count(*) FROM memory_vectors"),
-            "keyword_entries": _count(conn, "SELECT count(*) FROM memories_fts"),
-        }
-        has_vec = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_vec'").fetchone()
-        if has_vec:
-            rows["vector_index"] = _count(conn, "SELECT count(*) FROM memory_vec")
+    with backend.conns.snapshot() as conn:
+        integrity = backend.integrity(conn)
+        rows = {"memories": _count(conn, "SELECT count(*) FROM memories"), **backend.index_rows(conn)}
         # Processing always counts an attempt; a done episode without one was logged on purpose
         # (Memory.log: kept in the episode log only). A memory from the episode holds it in any
         # version (a fact later corrected or replaced is history, still there for known_at), but

@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from dspy_memory.errors import BlockError
-from dspy_memory.store.connection import Connections
+from dspy_memory.store.backend import Connections
 from dspy_memory.store.queries import Predicate, from_row, scope_predicate
 from dspy_memory.types import Block, BlockVersion, Scope
 from dspy_memory.util.timeutil import now_db

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from dspy_memory.store.connection import Connections
+from dspy_memory.store.backend import Connections
 from dspy_memory.store.queries import Predicate, from_row, scope_predicate
 from dspy_memory.store.turns import TurnContext
 from dspy_memory.types import Episode, Scope

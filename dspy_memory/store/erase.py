@@ -1,46 +1,31 @@
 """Erasure, the GDPR path: deleting a memory, episodes or a whole scope leaves nothing of them in
-the file, the WAL, any table or index (docs/architecture.md, "Erasure").
+any table or index (docs/architecture.md, "Erasure"), and, as far as the engine allows, in the
+database's files.
 
-- Every connection runs with `PRAGMA secure_delete = ON` (store/connection.py): SQLite zeroes a
-  cell when it is deleted and a page when it is freed, in every write, not only here.
-- What secure_delete misses: when a page is rebuilt (splits, merges), SQLite leaves old copies
-  of cells in the page's unused space. After each purge `zero_free_space` zeroes it.
-- The keyword index drops a row's terms from its segments: entry by entry (FTS5 'secure-delete')
-  for a small purge, or by rebuilding the whole index ('rebuild') when the purge is a large
-  share of it, whichever is cheaper. The vector index (vec0) zeroes a deleted row's slot and
-  drops chunks left empty, so no partition key (user id) outlives its rows.
-- What quotes an erased memory elsewhere is erased or scrubbed too: its source episodes (even
-  when other memories came from them too), the raw `turn` memories made from those episodes,
-  the memories consolidated from it (a merge with its other parts, summaries of it),
-  the content other memories' events recorded about it, and reasons that may quote it.
-- Then the WAL is checkpointed into the file and truncated.
+- What quotes an erased memory is erased or scrubbed too: its source episodes (even when other
+  memories came from them too), the raw `turn` memories made from those episodes, the memories
+  consolidated from it (a merge with its other parts, summaries of it), the content other
+  memories' events recorded about it, and reasons that may quote it.
+- The indexes drop the rows so that no term or vector of them stays behind (each backend's
+  `KeywordIndex.erase` and `VectorIndex.delete`).
+- Then the backend's `compact()`: SQLite zeroes the free space inside pages and truncates the
+  WAL (store/sqlite/backend.py); PostgreSQL vacuums the tables (store/postgres/backend.py;
+  docs/scaling.md says what that does and does not guarantee).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from dspy_memory.errors import MemoryNotFoundError
-from dspy_memory.store.connection import Connections
-from dspy_memory.store.freespace import zero_free_space
-from dspy_memory.store.keyword import KeywordIndex
+from dspy_memory.store.backend import Backend, KeywordIndex, VectorIndex
 from dspy_memory.store.queries import Predicate, not_found, scope_predicate
 from dspy_memory.store.turns import TurnContext
-from dspy_memory.store.vectors import VectorIndex
 from dspy_memory.types import DeleteResult, Scope
 from dspy_memory.util.timeutil import now_db
-
-logger = logging.getLogger("dspy_memory")
-
-# A purge that removes at least this share of the keyword index rebuilds the index ('rebuild':
-# cost proportional to the index, ~1.5-2 us a row here) instead of removing each row's entries
-# in place (FTS5 'secure-delete': ~0.7-0.9 ms a row of 14 words). Measured at 10k and 50k rows:
-# break-even near 0.2%. See docs/architecture.md, "Erasure".
-REWRITE_SHARE = 0.002
 
 # Keys of event metadata that may hold memory content.
 _CONTENT_KEYS = ("new_content", "old_content", "content")
@@ -56,18 +41,16 @@ class Eraser:
 
     def __init__(
         self,
-        conns: Connections,
+        backend: Backend,
         vectors: VectorIndex,
         keywords: KeywordIndex,
         turn_context: TurnContext,
-        *,
-        path: str,
     ) -> None:
-        self._conns = conns
+        self._backend = backend
+        self._conns = backend.conns
         self._vectors = vectors
         self._keywords = keywords
         self._turn_context = turn_context
-        self._path = path
 
     # -- entry points ----------------------------------------------------------------------
 
@@ -152,30 +135,9 @@ class Eraser:
             self.compact()
 
     def compact(self) -> int:
-        """Zero the free space left inside pages (see `zero_free_space`), then checkpoint the
-        WAL into the file and truncate it: until then the WAL holds the pages as they were
-        before the purge. Returns the number of pages whose free space was zeroed."""
-        if self._path == ":memory:":
-            return 0
-        with self._conns.transaction() as conn:
-            pages = zero_free_space(conn)
-        if pages is None:
-            logger.warning("this SQLite has no sqlite_dbpage table: VACUUM clears free space instead")
-            with self._conns.read() as conn:
-                conn.execute("VACUUM")
-        with self._conns.read() as conn:
-            busy, frames, moved = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        if busy or frames > 0:
-            # Another connection (a reader in another process, or a statement left open) kept
-            # the WAL; it is emptied by the next checkpoint that nobody blocks.
-            logger.warning(
-                "erased data could not be moved out of %s-wal yet (%s of %s frames checkpointed); "
-                "it stays there until the next checkpoint",
-                self._path,
-                moved,
-                frames,
-            )
-        return pages or 0
+        """Make what was erased unreachable in the database's files (the backend decides how:
+        store/sqlite/backend.py, store/postgres/backend.py)."""
+        return self._backend.compact()
 
     # -- the purge -------------------------------------------------------------------------
 
@@ -350,25 +312,10 @@ class Eraser:
         return changed
 
     def _delete_rows(self, conn: Any, row_ids: list[int]) -> dict[str, int]:
-        total = self._vectors.state(conn, None).total_rows
+        total, _ = self._vectors.sizes(conn, None)
         counts = {"vectors": self._vectors.delete(conn, row_ids)}
-        counts["keyword_entries"] = self._delete_keywords(conn, row_ids, total_rows=total)
+        counts["keyword_entries"] = self._keywords.erase(conn, row_ids, total_rows=total)
         counts["memories"] = conn.execute(
             "DELETE FROM memories WHERE row_id IN (SELECT value FROM json_each(?))", (_ids(row_ids),)
         ).rowcount
         return counts
-
-    def _delete_keywords(self, conn: Any, row_ids: list[int], *, total_rows: int) -> int:
-        """Delete rows from the keyword index so that none of their terms stays in its segments
-        (deleted rows otherwise stay in segments, marked deleted, until a merge)."""
-        if not row_ids:
-            return 0
-        rewrite = len(row_ids) >= REWRITE_SHARE * total_rows
-        self._keywords.secure_delete(conn, not rewrite)
-        deleted = self._keywords.delete(conn, row_ids)
-        if rewrite:
-            self._keywords.rebuild(conn)
-            self._keywords.secure_delete(conn, True)
-        else:
-            self._keywords.clear_cache()
-        return deleted

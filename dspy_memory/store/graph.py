@@ -10,7 +10,7 @@ from typing import Any
 
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.graph import GraphLink, MemoryGraph
-from dspy_memory.store.connection import Connections
+from dspy_memory.store.backend import Connections
 from dspy_memory.store.queries import (
     CANDIDATES_FROM,
     MEMORY_COLUMNS,

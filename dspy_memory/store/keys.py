@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dspy_memory.errors import InvalidInputError
-from dspy_memory.store.connection import Connections
+from dspy_memory.store.backend import Connections
 from dspy_memory.types import Scope
 from dspy_memory.util.timeutil import now_db
 

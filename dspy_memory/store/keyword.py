@@ -1,16 +1,13 @@
-"""Safe FTS5 query building. User text never reaches MATCH except as quoted terms."""
+"""Search terms of a query, cut where the keyword index cuts words. Shared by the backends;
+user text reaches an index only as these terms, quoted by the backend."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import threading
-from collections import OrderedDict
 from typing import Any
 
 from dspy_memory.errors import InvalidInputError
-from dspy_memory.store.queries import CANDIDATES_FROM, SIGNAL_COLUMNS, Candidate
 
 # ASCII letters and digits: FTS5's unicode61 tokenizer splits on every other ASCII character,
 # and a quoted string of separators would be an empty phrase.
@@ -39,7 +36,7 @@ class _Separators:
         if "\ud800" <= ch <= "\udfff":  # a lone surrogate is no text (searchable() drops them)
             return True
         if self._conn is None:
-            from dspy_memory.store.connection import resolve_driver
+            from dspy_memory.store.sqlite.connection import resolve_driver
 
             self._conn = resolve_driver().connect(":memory:", check_same_thread=False)
             self._conn.execute(
@@ -88,220 +85,3 @@ def query_terms(text: str, *, drop_stopwords: bool = True, max_terms: int = 32) 
         content = [term for term in terms if term not in STOPWORDS]
         terms = content or terms
     return terms[:max_terms]
-
-
-def match_expression(
-    terms: list[str],
-    scope_tokens: list[str] | None = None,
-    *,
-    require_all: bool = False,
-) -> str | None:
-    """An FTS5 MATCH string: any (or all) of `terms` in `content` or `context` (a raw turn's
-    conversation), all of `scope_tokens` in `scope`."""
-    if not terms:
-        return None
-    # Terms hold no separator (so no quote); quoting makes FTS5 read keywords such as OR, NOT
-    # and NEAR as plain words.
-    content = (" AND " if require_all else " OR ").join(f'"{term}"' for term in terms)
-    expression = f"{{content context}} : ({content})"
-    if scope_tokens:
-        scope = " AND ".join(f'"{token}"' for token in scope_tokens)
-        expression = f"scope : ({scope}) AND {expression}"
-    return expression
-
-
-def scope_token(kind: str, value: str) -> str:
-    """An opaque FTS token for one scope id. Digits-only tail so stemming cannot alter it."""
-    digest = hashlib.blake2b(value.encode("utf-8"), digest_size=8).digest()
-    return f"{kind}{int.from_bytes(digest, 'big')}"
-
-
-def scope_tokens(user_id: str | None, agent_id: str | None, run_id: str | None) -> list[str]:
-    tokens = []
-    if user_id is not None:
-        tokens.append(scope_token("u", user_id))
-    if agent_id is not None:
-        tokens.append(scope_token("a", agent_id))
-    if run_id is not None:
-        tokens.append(scope_token("r", run_id))
-    return tokens
-
-
-class KeywordIndex:
-    """FTS5 BM25 search over memory content, kept cheap on large scopes.
-
-    FTS5 scores every row that matches, at ~2-3 us a row here: a 4-term OR query over a
-    100k-memory scope matching 13k rows took 40 ms. So on scopes larger than `score_budget`
-    rows, terms are taken rarest first while the rows they match stay within the budget; the
-    most common terms then select nothing (as in Elasticsearch's common-terms query). When even
-    the rarest term matches more than the budget, every term is required instead. Small scopes
-    get a plain OR of all terms.
-    """
-
-    def __init__(
-        self, *, score_budget: int = 1000, context_weight: float = 0.5, frequency_cache_size: int = 50_000
-    ) -> None:
-        self.score_budget = score_budget
-        # BM25 weight of a term found in a raw turn's conversation context (store/turns.py)
-        # against one found in the memory's own text (1.0).
-        self.context_weight = context_weight
-        self._frequencies_cache: OrderedDict[str, tuple[int, int]] = OrderedDict()
-        self._cache_size = frequency_cache_size
-        self._lock = threading.Lock()
-
-    def insert(self, conn: Any, rows: list[tuple[int, str, str, str | None, str | None, str | None]]) -> None:
-        """rows: (row_id, content, context, user_id, agent_id, run_id); context: a raw turn's
-        conversation (store/turns.py), else empty."""
-        conn.executemany(
-            "INSERT INTO memories_fts (rowid, content, context, scope) VALUES (?, ?, ?, ?)",
-            [
-                (row_id, content, context, " ".join(scope_tokens(u, a, r)))
-                for row_id, content, context, u, a, r in rows
-            ],
-        )
-
-    def set_contexts(self, conn: Any, contexts: list[tuple[int, str]]) -> None:
-        """Replace the conversation context of rows: (row_id, context)."""
-        conn.executemany(
-            "UPDATE memories_fts SET context = ? WHERE rowid = ?",
-            [(text, row_id) for row_id, text in contexts],
-        )
-
-    def delete(self, conn: Any, row_ids: list[int]) -> int:
-        return conn.execute(
-            "DELETE FROM memories_fts WHERE rowid IN (SELECT value FROM json_each(?))",
-            (json.dumps(row_ids),),
-        ).rowcount
-
-    def secure_delete(self, conn: Any, on: bool) -> None:
-        """FTS5 'secure-delete': a deleted or changed row's terms leave the segments at once."""
-        conn.execute("INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', ?)", (int(on),))
-
-    def rebuild(self, conn: Any) -> None:
-        # Deleted rows stay in FTS5 index segments until they are merged; 'rebuild' writes the
-        # index anew from the stored text ('optimize' merged segments but, measured, could
-        # leave a deleted term's bytes inside a leaf of the merged segment).
-        conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')")
-        self.clear_cache()
-
-    def clear_cache(self) -> None:
-        """Forget cached term counts (the terms are content: a purge must not leave them here)."""
-        with self._lock:
-            self._frequencies_cache.clear()
-
-    def frequencies(self, conn: Any, terms: list[str], *, cap: int, total_rows: int) -> list[int]:
-        """How many rows of the whole index hold each term, counted up to `cap` + 1.
-
-        Counts are cached while the index size stays within 10% of the size they were read at:
-        they only steer which terms to score, so slightly stale counts are harmless.
-        """
-        counts: dict[str, int] = {}
-        with self._lock:
-            for term in terms:
-                cached = self._frequencies_cache.get(term)
-                if (
-                    cached is not None
-                    and abs(cached[1] - total_rows) <= 0.1 * total_rows
-                    and (cached[0] <= cap)
-                ):
-                    counts[term] = cached[0]
-        missing = [term for term in terms if term not in counts]
-        if missing:
-            sql = "SELECT " + ", ".join(
-                "(SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?))"
-                for _ in missing
-            )
-            params: list[Any] = []
-            for term in missing:
-                params += [f'{{content context}} : "{term}"', cap + 1]
-            fetched = conn.execute(sql, params).fetchone()
-            with self._lock:
-                for term, count in zip(missing, fetched):
-                    counts[term] = count
-                    self._frequencies_cache[term] = (count, total_rows)
-                    self._frequencies_cache.move_to_end(term)
-                while len(self._frequencies_cache) > self._cache_size:
-                    self._frequencies_cache.popitem(last=False)
-        return [min(counts[term], cap + 1) for term in terms]
-
-    def plan(
-        self, conn: Any, terms: list[str], tokens: list[str], *, scope_rows: int | None, total_rows: int
-    ) -> tuple[list[str], list[str] | None, bool] | None:
-        """Which of `terms` to match (and whether all of them) and the scope tokens to filter
-        by, in a scope of `scope_rows` of `total_rows` rows (`scope_rows` None: unknown, as for
-        scopes without a user)."""
-        if not terms:
-            return None
-        # The scope filter pays off only when the scope is a small part of the index; otherwise
-        # intersecting with its huge token list costs more than it saves (the SQL filter on
-        # `memories` enforces the scope either way). An unknown share keeps the filter and
-        # budgets as if the scope were the whole index.
-        if scope_rows is None:
-            share, scope_rows, use_tokens = 1.0, total_rows, tokens
-        else:
-            share = scope_rows / total_rows if total_rows else 1.0
-            use_tokens = tokens if share < 0.5 else None
-        if scope_rows <= self.score_budget:
-            return terms, use_tokens, False
-        cap = int(self.score_budget / max(share, 1e-9))
-        counts = self.frequencies(conn, terms, cap=cap, total_rows=total_rows)
-        present = sorted(
-            (
-                (count * share, index, term)
-                for index, (term, count) in enumerate(zip(terms, counts))
-                if count > 0
-            )
-        )
-        if not present:
-            return None
-        if present[0][0] > self.score_budget:
-            return [term for _, _, term in present], use_tokens, True
-        chosen, spent = [], 0.0
-        for estimate, _, term in present:
-            if chosen and spent + estimate > self.score_budget:
-                break
-            chosen.append(term)
-            spent += estimate
-        return chosen, use_tokens, False
-
-    def search(
-        self,
-        conn: Any,
-        terms: list[str],
-        tokens: list[str],
-        n: int,
-        *,
-        predicate: str,
-        params: list[Any],
-        scope_rows: int | None,
-        total_rows: int,
-        reference: str,
-    ) -> list[Candidate]:
-        """Best `n` rows satisfying `predicate` (over `memories m`) by BM25 (higher is better);
-        a term in a raw turn's conversation context weighs `context_weight` of one in its text."""
-        planned = self.plan(conn, terms, tokens, scope_rows=scope_rows, total_rows=total_rows)
-        if planned is None or n <= 0:
-            return []
-        chosen, use_tokens, require_all = planned
-        match = match_expression(chosen, use_tokens, require_all=require_all)
-        # Rank inside FTS5 first, then apply the filters to the best rows only: joining every
-        # matching row to `memories` before ranking costs ~1.5 us a row. Widen when filters
-        # reject too many.
-        fetch = n * 2
-        while True:
-            ranked = conn.execute(
-                "SELECT rowid, bm25(memories_fts, 1.0, 0.0, ?) AS rank FROM memories_fts "
-                "WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?",
-                (self.context_weight, match, fetch),
-            ).fetchall()
-            kept = {
-                row[0]: row[1:]
-                for row in conn.execute(
-                    f"SELECT {SIGNAL_COLUMNS} FROM {CANDIDATES_FROM} WHERE {predicate}",
-                    [reference, json.dumps([row[0] for row in ranked]), *params],
-                )
-            }
-            hits = [Candidate(row_id, -rank, *kept[row_id]) for row_id, rank in ranked if row_id in kept]
-            if len(hits) >= n or len(ranked) < fetch:
-                return hits[:n]
-            fetch *= 4

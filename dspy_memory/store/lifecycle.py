@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from dspy_memory.errors import WriteConflictError
-from dspy_memory.store.connection import Connections
+from dspy_memory.store.backend import Connections
 from dspy_memory.store.queries import (
     MEMORY_COLUMNS,
     MEMORY_FROM,

@@ -130,10 +130,11 @@ def kinds_predicate(predicate: Predicate, kinds: list[str] | tuple[str, ...] | N
     return predicate.add("m.kind IN (SELECT value FROM json_each(?))", json.dumps(kinds))
 
 
-def metadata_predicate(predicate: Predicate, filters: dict[str, Any] | None) -> Predicate:
+def metadata_predicate(predicate: Predicate, filters: dict[str, Any] | None, json_paths: Any) -> Predicate:
     """Filters on metadata keys: {"key": value}, {"key": None} (missing or null), or
     {"key": {"$in": [...], "$nin": [...], "$ne"|"$gt"|"$gte"|"$lt"|"$lte"|"$eq": v,
-    "$exists": bool}}. Values are str, int (64-bit), finite float, bool or None."""
+    "$exists": bool}}. Values are str, int (64-bit), finite float, bool or None. The SQL comes
+    from the backend's `json_paths` (store/backend.py::JsonPaths)."""
     if filters is None:
         return predicate
     if not isinstance(filters, Mapping):
@@ -147,8 +148,7 @@ def metadata_predicate(predicate: Predicate, filters: dict[str, Any] | None) -> 
                 "quotes or backslashes"
             )
         valid_text(key, "a filter key")
-        path = f'$."{key}"'
-        value_sql = "json_extract(m.metadata, ?)"
+        value_sql, value_params = json_paths.value(key)
         if (
             isinstance(condition, Mapping)
             and condition
@@ -159,25 +159,25 @@ def metadata_predicate(predicate: Predicate, filters: dict[str, Any] | None) -> 
                     _check_scalar(key, op, operand)
                     if operand is None and op in ("$eq", "$ne"):
                         negate = "NOT " if op == "$ne" else ""
-                        predicate.add(f"{value_sql} IS {negate}NULL", path)
+                        predicate.add(f"{value_sql} IS {negate}NULL", *value_params)
                     else:
-                        predicate.add(f"{value_sql} {_COMPARISONS[op]} ?", path, operand)
+                        predicate.add(
+                            json_paths.compare(value_sql, _COMPARISONS[op]),
+                            *value_params,
+                            json_paths.param(operand),
+                        )
                 elif op in ("$in", "$nin"):
                     if not isinstance(operand, (list, tuple, set, frozenset)):
                         raise InvalidInputError(f"filter {key!r}: {op} takes a list, got {shown(operand)}")
                     for item in operand:
                         _check_scalar(key, op, item)
-                    negate = "NOT " if op == "$nin" else ""
-                    predicate.add(
-                        f"{value_sql} {negate}IN (SELECT value FROM json_each(?))",
-                        path,
-                        json.dumps(list(operand)),
-                    )
+                    sql, params = json_paths.one_of(value_sql, list(operand), negate=op == "$nin")
+                    predicate.add(sql, *value_params, *params)
                 elif op == "$exists":
                     if not isinstance(operand, bool):
                         raise InvalidInputError(f"filter {key!r}: $exists takes True or False")
-                    presence = "IS NOT NULL" if operand else "IS NULL"
-                    predicate.add(f"json_type(m.metadata, ?) {presence}", path)
+                    sql, params = json_paths.exists(key)
+                    predicate.add(sql if operand else f"NOT ({sql})", *params)
                 else:
                     raise InvalidInputError(
                         f"filter {key!r}: unknown operator {shown(op)}; use one of "
@@ -186,9 +186,9 @@ def metadata_predicate(predicate: Predicate, filters: dict[str, Any] | None) -> 
         else:
             _check_scalar(key, "=", condition)
             if condition is None:
-                predicate.add(f"{value_sql} IS NULL", path)
+                predicate.add(f"{value_sql} IS NULL", *value_params)
             else:
-                predicate.add(f"{value_sql} = ?", path, condition)
+                predicate.add(json_paths.compare(value_sql, "="), *value_params, json_paths.param(condition))
     return predicate
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dspy_memory.ops import Rejection
-from dspy_memory.store.connection import Connections
+from dspy_memory.store.backend import Connections
 from dspy_memory.store.queries import Predicate, scope_predicate
 from dspy_memory.types import LMUsage, Scope
 from dspy_memory.util.timeutil import now_db

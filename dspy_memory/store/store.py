@@ -10,17 +10,15 @@ from typing import Any
 import numpy as np
 
 from dspy_memory.errors import EmbedderMismatchError
-from dspy_memory.store import keyword
 from dspy_memory.store.audit import audit
+from dspy_memory.store.backend import NO_USER, TURN_CONTEXT_VERSION, open_backend
 from dspy_memory.store.blocks import BlockStore
 from dspy_memory.store.conflicts import WriteConflicts
-from dspy_memory.store.connection import Connections, checked_file_path, file_error, resolve_driver
 from dspy_memory.store.episodes import EpisodeLog
 from dspy_memory.store.erase import Eraser
 from dspy_memory.store.graph import EntityGraph
 from dspy_memory.store.keys import KeyStore
 from dspy_memory.store.lifecycle import LifecycleRows
-from dspy_memory.store.migrations import TURN_CONTEXT_VERSION, migrate
 from dspy_memory.store.queries import (
     CANDIDATES_FROM,
     ENTITY_JOINS,
@@ -38,7 +36,6 @@ from dspy_memory.store.queries import (
 )
 from dspy_memory.store.runs import WriteRunLog
 from dspy_memory.store.turns import RawTurns, TurnContext
-from dspy_memory.store.vectors import NO_USER, VectorIndex
 from dspy_memory.store.writes import MemoryWrites
 from dspy_memory.types import AuditReport, Event, MemoryRecord, Provenance, Scope
 
@@ -59,7 +56,7 @@ PROVENANCE_COLUMNS = ", ".join(
 
 
 class Store(MemoryWrites, LifecycleRows, WriteConflicts):
-    """Schema, transactions, memory reads and search; memory writes come from MemoryWrites, the
+    """One database (a backend: store/backend.py). Schema, transactions, memory reads and search; memory writes come from MemoryWrites, the
     lifecycle's rows (archive, restore, consolidation, settings) from LifecycleRows, the write
     path's compare-and-set from WriteConflicts.
     Episodes, the vector and keyword indexes, erasure, entities, the write-run log and core
@@ -76,6 +73,7 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts):
         *,
         busy_timeout_ms: int = 10_000,
         driver: str | None = None,
+        pool_size: int = 10,
         vector_cache_min_rows: int = 2048,
         vector_cache_max_rows: int = 4_000_000,
         keyword_score_budget: int = 1000,
@@ -84,14 +82,14 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts):
         turn_context_after: int = 1,
         turn_context_gap_minutes: float = 60.0,
     ) -> None:
-        path = os.fspath(path)
-        if path != ":memory:" and not path.startswith("file:"):
-            path = checked_file_path(path)
-        self.path = path
-        drivers = resolve_driver(driver)
-        self._conns = Connections(path, drivers, busy_timeout_ms=busy_timeout_ms)
-        self.vectors = VectorIndex(cache_min_rows=vector_cache_min_rows, cache_max_rows=vector_cache_max_rows)
-        self.keywords = keyword.KeywordIndex(
+        """`path`: a SQLite file (or ":memory:") or a postgresql:// URL."""
+        self.backend = open_backend(path, busy_timeout_ms=busy_timeout_ms, driver=driver, pool_size=pool_size)
+        self.path = self.backend.path
+        self._conns = self.backend.conns
+        self.vectors = self.backend.vector_index(
+            cache_min_rows=vector_cache_min_rows, cache_max_rows=vector_cache_max_rows
+        )
+        self.keywords = self.backend.keyword_index(
             score_budget=keyword_score_budget, context_weight=keyword_context_weight
         )
         self.turn_context = TurnContext(
@@ -101,30 +99,37 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts):
             gap_minutes=turn_context_gap_minutes,
         )
         self.episodes = EpisodeLog(self._conns, self.turn_context)
-        self.erase = Eraser(self._conns, self.vectors, self.keywords, self.turn_context, path=path)
+        self.erase = Eraser(self.backend, self.vectors, self.keywords, self.turn_context)
         self.graph = EntityGraph(self._conns)
         self.runs = WriteRunLog(self._conns)
         self.turns = RawTurns(self._conns)
         self.blocks = BlockStore(self._conns)
         self.keys = KeyStore(self._conns)
         try:
+            applied = self.backend.migrate()
             with self._conns.read() as conn:
-                applied = migrate(conn)
                 bound = self._meta(conn, "embedder_dim")
             if TURN_CONTEXT_VERSION in applied:
                 with self._conns.transaction() as conn:
                     self.turn_context.rebuild_all(conn)
-        except drivers.DatabaseError as exc:
-            self._conns.close()
-            raise file_error(path, exc) from None
+        except BaseException as exc:
+            self.backend.close()
+            error = self.backend.open_error(exc)
+            if error is None:
+                raise
+            raise error from None
         if bound is not None:
             self.vectors.dim = int(bound)
 
     # -- connections and metadata ------------------------------------------------------------
 
     @property
+    def backend_name(self) -> str:
+        return self.backend.name
+
+    @property
     def driver_name(self) -> str:
-        return self._conns.driver.__name__
+        return self.backend.driver_name
 
     def transaction(self) -> Any:
         return self._conns.transaction()
@@ -133,7 +138,7 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts):
         return self._conns.snapshot()
 
     def close(self) -> None:
-        self._conns.close()
+        self.backend.close()
 
     @property
     def closed(self) -> bool:
@@ -222,7 +227,7 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts):
         kinds_predicate(predicate, kinds)
         if not include_archived:
             predicate.add("m.archived_at IS NULL")
-        return metadata_predicate(predicate, filters)
+        return metadata_predicate(predicate, filters, self.backend.json)
 
     def list_memories(
         self, predicate: Predicate, view: TimeView, *, limit: int, offset: int, newest_first: bool = True
@@ -283,8 +288,8 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts):
         """(rows in the file, rows in the scope's partition). Row counts are kept per user
         (user-less rows: NO_USER); the size of an any-user scope is unknown (None)."""
         partition = _partition(scope)
-        state = self.vectors.state(conn, partition)
-        return state.total_rows, state.rows if partition is not None else None
+        total_rows, rows = self.vectors.sizes(conn, partition)
+        return total_rows, rows if partition is not None else None
 
     def keyword_search(
         self, terms: list[str], scope: Scope, predicate: Predicate, n: int, *, reference: str
@@ -295,7 +300,7 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts):
             return self.keywords.search(
                 conn,
                 terms,
-                keyword.scope_tokens(scope.user_id, scope.agent_id, scope.run_id),
+                (scope.user_id, scope.agent_id, scope.run_id),
                 n,
                 predicate=predicate.sql,
                 params=predicate.params,
@@ -358,7 +363,7 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts):
 
     def audit(self, *, single_valued: Sequence[str]) -> AuditReport:
         """Check the file against the invariants (see store/audit.py)."""
-        return audit(self._conns, single_valued=single_valued)
+        return audit(self.backend, single_valued=single_valued)
 
     def stats(self) -> dict[str, Any]:
         """Row counts per table and the bound embedder."""
@@ -379,6 +384,7 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts):
         info = self.embedder_info()
         return {
             "path": self.path,
+            "backend": self.backend_name,
             "driver": self.driver_name,
             "embedder": info[0] if info else None,
             "dim": info[1] if info else None,

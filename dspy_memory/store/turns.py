@@ -9,8 +9,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from dspy_memory.store.connection import Connections
-from dspy_memory.store.keyword import KeywordIndex
+from dspy_memory.store.backend import Connections, KeywordIndex
 from dspy_memory.types import Scope
 from dspy_memory.util.timeutil import format_db, from_db, now_db
 

@@ -10,8 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from dspy_memory.store.connection import Connections
-from dspy_memory.store.keyword import KeywordIndex
+from dspy_memory.store.backend import NO_USER, Connections, KeywordIndex, VectorIndex
 from dspy_memory.store.queries import (
     MEMORY_COLUMNS,
     MEMORY_FROM,
@@ -22,7 +21,6 @@ from dspy_memory.store.queries import (
     scope_predicate,
 )
 from dspy_memory.store.turns import TurnContext
-from dspy_memory.store.vectors import NO_USER, VectorIndex
 from dspy_memory.types import MemoryRecord, Scope
 from dspy_memory.util.timeutil import now_db
 

@@ -1,4 +1,4 @@
-"""Dense vector search: sign-bit codes for a coarse pass, float vectors for exact rescoring.
+"""SQLite dense vector search: sign-bit codes for a coarse pass, float vectors for exact rescoring.
 
 Layout:
 - `memory_vec` (sqlite-vec vec0): one `bit[dim]` code per memory row, partitioned by user, with
@@ -24,7 +24,6 @@ import numpy as np
 
 from dspy_memory.store.queries import CANDIDATES_FROM, SIGNAL_COLUMNS, Candidate
 
-NO_USER = ""  # partition of memories without a user_id (never a valid user id)
 VEC_K_MAX = 4096  # sqlite-vec's largest k
 
 
@@ -267,6 +266,10 @@ class VectorIndex:
                 (partition,),
             ).fetchone()
         )
+
+    def sizes(self, conn: Any, partition: str | None) -> tuple[int, int]:
+        state = self.state(conn, partition)
+        return state.total_rows, state.rows
 
     def _uses_cache(self, partition: str | None, row_count: int) -> bool:
         return partition is not None and row_count >= self.cache_min_rows and self.cache.max_rows > 0

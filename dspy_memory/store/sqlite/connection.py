@@ -116,7 +116,7 @@ def open_connection(path: str, driver: ModuleType, *, busy_timeout_ms: int) -> A
     conn.execute("PRAGMA foreign_keys = ON")
     # Deleted cells and freed pages are zeroed in every write, not only during an erasure, so
     # rewrites of a row leave no old copies behind (what page splits leave is zeroed after an
-    # erasure: store/freespace.py). No cost measurable here: docs/architecture.md, "Erasure".
+    # erasure: store/sqlite/freespace.py). No cost measurable here: docs/architecture.md, "Erasure".
     conn.execute("PRAGMA secure_delete = ON")
     conn.execute("PRAGMA temp_store = MEMORY")
     conn.execute("PRAGMA cache_size = -32768")

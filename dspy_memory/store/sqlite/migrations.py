@@ -169,7 +169,7 @@ _V1 = (
     )""",
     "CREATE INDEX memory_vectors_partition ON memory_vectors (partition_key, row_id)",
     # Per-partition counts; with the global `vector_deletions` counter in `meta` they tell the
-    # code cache whether it is current (see store/vectors.py).
+    # code cache whether it is current (see store/sqlite/vectors.py).
     """CREATE TABLE vector_partitions (
         partition_key TEXT PRIMARY KEY,
         row_count INTEGER NOT NULL DEFAULT 0,

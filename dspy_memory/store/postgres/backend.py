@@ -1,0 +1,138 @@
+"""The PostgreSQL backend: pgvector for vectors, tsvector for keywords, psycopg 3 with a pool.
+
+`Memory("postgresql://user@host/db")`. The URL may carry libpq options, e.g.
+`?options=-csearch_path%3Dtenant_a,public` to keep a store in its own schema (pgvector's type
+must stay on the search path)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from dspy_memory.errors import ExtensionLoadError, MemoryFileError
+from dspy_memory.store.postgres.connection import Connections
+from dspy_memory.store.postgres.keywords import KeywordIndex
+from dspy_memory.store.postgres.schema import lock_key, migrate
+from dspy_memory.store.postgres.vectors import VectorIndex
+
+INSTALL = 'install the PostgreSQL backend with: pip install "dspy-memory[postgres]"'
+
+
+def redacted(url: str) -> str:
+    """`url` without its password (it is shown in errors and stats)."""
+    url = re.sub(r"(://[^:/@?]*):[^@/?]*@", r"\1:***@", url)
+    return re.sub(r"(password=)[^&\s]*", r"\1***", url)
+
+
+class PostgresJson:
+    """Metadata filters with jsonb (see backend.JsonPaths). A JSON null reads as SQL NULL, as
+    SQLite's json_extract does."""
+
+    def value(self, key: str) -> tuple[str, list[Any]]:
+        return "nullif(m.metadata::jsonb -> ?, 'null'::jsonb)", [key]
+
+    def compare(self, value_sql: str, op: str) -> str:
+        return f"{value_sql} {op} ?::jsonb"
+
+    def param(self, operand: Any) -> Any:
+        return json.dumps(operand)
+
+    def one_of(self, value_sql: str, operands: list[Any], *, negate: bool) -> tuple[str, list[Any]]:
+        return f"{value_sql} {'<> ALL' if negate else '= ANY'}(?::jsonb[])", [
+            [json.dumps(x) for x in operands]
+        ]
+
+    def exists(self, key: str) -> tuple[str, list[Any]]:
+        return "jsonb_exists(m.metadata::jsonb, ?)", [key]
+
+
+class PostgresBackend:
+    name = "postgres"
+    json = PostgresJson()
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        busy_timeout_ms: int,
+        pool_size: int,
+        partitions: int = 1,
+        exact_max_rows: int = 20_000,
+    ) -> None:
+        try:
+            import pgvector  # noqa: F401
+            import psycopg
+            import psycopg_pool  # noqa: F401
+        except ImportError:
+            raise ExtensionLoadError(
+                f"{redacted(url)} needs psycopg, psycopg-pool and pgvector: {INSTALL}"
+            ) from None
+        self.path = redacted(url)
+        self.driver_name = f"psycopg {psycopg.__version__}"
+        self.partitions = partitions
+        self.exact_max_rows = exact_max_rows
+        try:
+            with psycopg.connect(url, autocommit=True) as raw:
+                self._ensure_vector(raw)
+                self._applied = migrate(raw, partitions=partitions)
+                key = lock_key(raw)
+        except psycopg.OperationalError as exc:
+            raise MemoryFileError(f"cannot connect to {self.path}: {str(exc).strip()}") from None
+        self.conns = Connections(
+            url, path=self.path, busy_timeout_ms=busy_timeout_ms, pool_size=pool_size, lock_key=key
+        )
+
+    def _ensure_vector(self, raw: Any) -> None:
+        import psycopg
+
+        if raw.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
+            return
+        try:
+            raw.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except psycopg.Error as exc:
+            raise ExtensionLoadError(
+                f"{self.path} has no pgvector extension and this user cannot create it ({str(exc).strip()}); "
+                "install pgvector on the server and run CREATE EXTENSION vector as a superuser"
+            ) from None
+
+    def migrate(self) -> list[int]:
+        return self._applied
+
+    def vector_index(self, *, cache_min_rows: int, cache_max_rows: int) -> VectorIndex:
+        return VectorIndex(exact_max_rows=self.exact_max_rows)
+
+    def keyword_index(self, *, score_budget: int, context_weight: float) -> KeywordIndex:
+        return KeywordIndex(context_weight=context_weight)
+
+    def compact(self) -> int:
+        """VACUUM the tables erasure changed: dead row versions leave the heap pages and the
+        indexes, so no query, index scan or later page read finds them. What VACUUM does not do
+        (docs/scaling.md, "Erasure"): zero the freed bytes inside pages, or reach WAL segments,
+        replicas and backups that still hold them."""
+        with self.conns.read() as conn:
+            for table in _ERASED_TABLES:
+                conn.execute(f"VACUUM {table}")
+        return 0
+
+    def integrity(self, conn: Any) -> list[str]:
+        # PostgreSQL checks its pages as it reads them (and with data checksums, if enabled).
+        return ["ok"]
+
+    def index_rows(self, conn: Any) -> dict[str, int]:
+        return {
+            "vectors": conn.execute("SELECT count(*) FROM memory_vectors").fetchone()[0],
+            "keyword_entries": conn.execute("SELECT count(*) FROM memory_terms").fetchone()[0],
+        }
+
+    def open_error(self, exc: BaseException) -> Exception | None:
+        return None
+
+    def close(self) -> None:
+        self.conns.close()
+
+
+_ERASED_TABLES = (
+    "memories", "memory_vectors", "memory_terms", "memory_events", "memory_sources", "episodes",
+    "entities", "turn_context", "memory_links", "write_runs", "blocks", "block_versions",
+)  # fmt: skip

@@ -1,0 +1,185 @@
+"""PostgreSQL connections: a psycopg 3 pool, with the transactions of backend.Connections.
+
+Writers are serialized by a transaction-level advisory lock (one per schema), so a write
+transaction sees every earlier commit and nothing commits under it: the compare-and-set of the
+write path and the atomic episode claims mean on PostgreSQL what they mean on SQLite, across
+any number of processes and hosts. Reads never wait for it. Statements run in autocommit mode
+outside transactions; a read snapshot is a REPEATABLE READ transaction.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from dspy_memory.errors import MemoryClosedError
+from dspy_memory.store.postgres.dialect import bind, number, row_factory, translate
+
+
+class Connection:
+    """A pooled psycopg connection that takes the shared SQL (store/postgres/dialect.py)."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self.depth = 0  # write transactions open on it (nested calls join the outermost)
+        self.snapshot = False
+
+    def execute(self, sql: str, params: Any = None) -> Any:
+        translated = translate(sql)
+        return self.raw.execute(translated.sql, bind(translated, params))
+
+    def executemany(self, sql: str, seq: Any) -> Any:
+        translated = translate(sql)
+        cursor = self.raw.cursor()
+        rows = [bind(translated, params) for params in seq]
+        if rows:
+            cursor.executemany(translated.sql, rows)
+        return cursor
+
+
+def _configure(raw: Any, *, lock_timeout_ms: int) -> None:
+    from pgvector.psycopg import register_vector
+    from psycopg.adapt import Loader
+
+    class NumberLoader(Loader):
+        def load(self, data: Any) -> Any:
+            from decimal import Decimal
+
+            return number(Decimal(bytes(data).decode()))
+
+    raw.row_factory = row_factory
+    raw.adapters.register_loader("numeric", NumberLoader)
+    register_vector(raw)
+    raw.execute("SET TIME ZONE 'UTC'")
+    # A writer waits this long for the write lock (SQLite: busy_timeout), then fails.
+    raw.execute(f"SET lock_timeout = {int(lock_timeout_ms)}")
+
+
+class Connections:
+    def __init__(self, url: str, *, path: str, busy_timeout_ms: int, pool_size: int, lock_key: int) -> None:
+        from psycopg_pool import ConnectionPool
+
+        self.path = path
+        self._lock_key = lock_key
+        self._local = threading.local()
+        self._closed = False
+        self._pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={"autocommit": True},
+            configure=lambda raw: _configure(raw, lock_timeout_ms=busy_timeout_ms),
+            timeout=max(30.0, busy_timeout_ms / 1000),
+            open=True,
+        )
+
+    @contextmanager
+    def _borrowed(self) -> Iterator[Connection]:
+        current = getattr(self._local, "conn", None)
+        if current is not None:
+            yield current
+            return
+        self.check_open()
+        with self._pool.connection() as raw:
+            conn = Connection(raw)
+            self._local.conn = conn
+            try:
+                yield conn
+            finally:
+                self._local.conn = None
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self._borrowed() as conn:
+            yield conn
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Connection]:
+        with self._borrowed() as conn:
+            if conn.depth or conn.snapshot:
+                yield conn
+                return
+            conn.raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            conn.snapshot = True
+            try:
+                yield conn
+            except BaseException:
+                conn.raw.execute("ROLLBACK")
+                raise
+            else:
+                conn.raw.execute("COMMIT")
+            finally:
+                conn.snapshot = False
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        with self._borrowed() as conn:
+            if conn.depth:
+                yield from self._joined(conn)
+                return
+            if conn.snapshot:
+                raise RuntimeError("a write transaction cannot start inside a read snapshot")
+            conn.raw.execute("BEGIN")
+            try:
+                conn.raw.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+            except BaseException:
+                conn.raw.execute("ROLLBACK")
+                raise
+            yield from self._outermost(conn)
+
+    @contextmanager
+    def transaction_if_free(self) -> Iterator[Connection | None]:
+        with self._borrowed() as conn:
+            if conn.depth:
+                yield from self._joined(conn)
+                return
+            if conn.snapshot:
+                yield None
+                return
+            conn.raw.execute("BEGIN")
+            if not conn.raw.execute("SELECT pg_try_advisory_xact_lock(%s)", (self._lock_key,)).fetchone()[0]:
+                conn.raw.execute("ROLLBACK")
+                yield None
+                return
+            yield from self._outermost(conn)
+
+    @staticmethod
+    def _joined(conn: Connection) -> Iterator[Connection]:
+        conn.depth += 1
+        try:
+            yield conn
+        finally:
+            conn.depth -= 1
+
+    @staticmethod
+    def _outermost(conn: Connection) -> Iterator[Connection]:
+        conn.depth = 1
+        try:
+            yield conn
+        except BaseException:
+            conn.raw.execute("ROLLBACK")
+            raise
+        else:
+            conn.raw.execute("COMMIT")
+        finally:
+            conn.depth = 0
+
+    def in_transaction(self) -> bool:
+        current = getattr(self._local, "conn", None)
+        return bool(current is not None and current.depth)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def check_open(self) -> None:
+        if self._closed:
+            raise MemoryClosedError.for_path(self.path)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._pool.close()

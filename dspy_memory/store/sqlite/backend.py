@@ -1,0 +1,107 @@
+"""The SQLite backend: one file, sqlite-vec for vectors, FTS5 for keywords."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from dspy_memory.store.sqlite.connection import Connections, checked_file_path, file_error, resolve_driver
+from dspy_memory.store.sqlite.freespace import zero_free_space
+from dspy_memory.store.sqlite.keywords import KeywordIndex
+from dspy_memory.store.sqlite.migrations import migrate
+from dspy_memory.store.sqlite.vectors import VectorIndex
+
+logger = logging.getLogger("dspy_memory")
+
+
+class SqliteJson:
+    """Metadata filters with SQLite's JSON functions (see backend.JsonPaths)."""
+
+    def value(self, key: str) -> tuple[str, list[Any]]:
+        return "json_extract(m.metadata, ?)", [f'$."{key}"']
+
+    def compare(self, value_sql: str, op: str) -> str:
+        return f"{value_sql} {op} ?"
+
+    def param(self, operand: Any) -> Any:
+        return operand
+
+    def one_of(self, value_sql: str, operands: list[Any], *, negate: bool) -> tuple[str, list[Any]]:
+        import json
+
+        return f"{value_sql} {'NOT ' if negate else ''}IN (SELECT value FROM json_each(?))", [
+            json.dumps(operands)
+        ]
+
+    def exists(self, key: str) -> tuple[str, list[Any]]:
+        return "json_type(m.metadata, ?) IS NOT NULL", [f'$."{key}"']
+
+
+class SqliteBackend:
+    name = "sqlite"
+    json = SqliteJson()
+
+    def __init__(self, path: str, *, busy_timeout_ms: int, driver: str | None = None) -> None:
+        if path != ":memory:" and not path.startswith("file:"):
+            path = checked_file_path(path)
+        self.path = path
+        self.driver = resolve_driver(driver)
+        self.conns = Connections(path, self.driver, busy_timeout_ms=busy_timeout_ms)
+
+    @property
+    def driver_name(self) -> str:
+        return self.driver.__name__
+
+    def migrate(self) -> list[int]:
+        with self.conns.read() as conn:
+            return migrate(conn)
+
+    def vector_index(self, *, cache_min_rows: int, cache_max_rows: int) -> VectorIndex:
+        return VectorIndex(cache_min_rows=cache_min_rows, cache_max_rows=cache_max_rows)
+
+    def keyword_index(self, *, score_budget: int, context_weight: float) -> KeywordIndex:
+        return KeywordIndex(score_budget=score_budget, context_weight=context_weight)
+
+    def compact(self) -> int:
+        """Zero the free space left inside pages (see `zero_free_space`), then checkpoint the
+        WAL into the file and truncate it: until then the WAL holds the pages as they were
+        before the purge. Returns the number of pages whose free space was zeroed."""
+        if self.path == ":memory:":
+            return 0
+        with self.conns.transaction() as conn:
+            pages = zero_free_space(conn)
+        if pages is None:
+            logger.warning("this SQLite has no sqlite_dbpage table: VACUUM clears free space instead")
+            with self.conns.read() as conn:
+                conn.execute("VACUUM")
+        with self.conns.read() as conn:
+            busy, frames, moved = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy or frames > 0:
+            # Another connection (a reader in another process, or a statement left open) kept
+            # the WAL; it is emptied by the next checkpoint that nobody blocks.
+            logger.warning(
+                "erased data could not be moved out of %s-wal yet (%s of %s frames checkpointed); "
+                "it stays there until the next checkpoint",
+                self.path,
+                moved,
+                frames,
+            )
+        return pages or 0
+
+    def integrity(self, conn: Any) -> list[str]:
+        return [row[0] for row in conn.execute("PRAGMA integrity_check").fetchall()]
+
+    def index_rows(self, conn: Any) -> dict[str, int]:
+        rows = {
+            "vectors": conn.execute("SELECT count(*) FROM memory_vectors").fetchone()[0],
+            "keyword_entries": conn.execute("SELECT count(*) FROM memories_fts").fetchone()[0],
+        }
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_vec'").fetchone():
+            rows["vector_index"] = conn.execute("SELECT count(*) FROM memory_vec").fetchone()[0]
+        return rows
+
+    def open_error(self, exc: BaseException) -> Exception | None:
+        return file_error(self.path, exc) if isinstance(exc, self.driver.DatabaseError) else None
+
+    def close(self) -> None:
+        self.conns.close()
