@@ -20,10 +20,52 @@ if os.path.exists(_SHARED_LOCOMO):
 from dspy_memory import Memory  # noqa: E402
 from dspy_memory.embed import HashEmbedder  # noqa: E402
 
+BACKENDS = ("sqlite", "postgres")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "backends: run the module's tests that open a store (db_path) on SQLite and PostgreSQL"
+    )
+    config.addinivalue_line("markers", "sqlite_only(reason): a test about the SQLite file itself")
+
+
+def pytest_generate_tests(metafunc):
+    """Tests of modules marked `backends` that open a store (through `db_path`) run on each
+    backend; `sqlite_only` ones (about the file's bytes, its locks) on SQLite alone."""
+    if "db_path" not in metafunc.fixturenames or metafunc.definition.get_closest_marker("backends") is None:
+        return
+    only = metafunc.definition.get_closest_marker("sqlite_only")
+    metafunc.parametrize("backend", ("sqlite",) if only else BACKENDS, indirect=True)
+
 
 @pytest.fixture
-def db_path(tmp_path):
-    return str(tmp_path / "memory.db")
+def backend(request):
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory):
+    """A PostgreSQL server for the session: DSPY_MEMORY_TEST_PG names an external one, else the
+    `pgserver` package starts one (with pgvector) in a temporary folder."""
+    from tests.pg import server_url
+
+    url, stop = server_url(tmp_path_factory.mktemp("pg"))
+    yield url
+    stop()
+
+
+@pytest.fixture
+def db_path(tmp_path, backend, request):
+    """Where a test's store lives: a file, or (backend "postgres") a fresh schema of the session's
+    server, dropped after the test."""
+    if backend == "sqlite":
+        return str(tmp_path / "memory.db")
+    from tests.pg import fresh_schema
+
+    url, drop = fresh_schema(request.getfixturevalue("postgres_server"))
+    request.addfinalizer(drop)
+    return url
 
 
 @pytest.fixture

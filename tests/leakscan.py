@@ -5,6 +5,7 @@ old cells and index entries would keep it."""
 from __future__ import annotations
 
 import itertools
+import json
 import random
 import re
 from collections.abc import Iterable, Iterator
@@ -113,20 +114,43 @@ def _blob_hits(data: bytes, blobs: list[bytes], keys: dict[bytes, list[tuple[int
     return hits
 
 
+def postgres_values(url: str, blobs: list[bytes]) -> Iterator[tuple[str, object]]:
+    """Every (table, row as text) of the store's schema, and (memory_vectors, float32 bytes) of
+    every stored vector (their text form is not the bytes a test plants)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        names = [
+            row[0]
+            for row in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+            )
+        ]
+        for name in names:
+            for (text,) in conn.execute(f'SELECT t::text FROM "{name}" t'):
+                yield name, text
+        if blobs:
+            for (text,) in conn.execute("SELECT embedding::text FROM memory_vectors"):
+                yield "memory_vectors", np.array(json.loads(text), dtype=np.float32).tobytes()
+
+
 def leaks(path: str, words: Iterable[str] = (), blobs: Iterable[bytes] = ()) -> list[str]:
     """Where any of `words` (case-insensitive) or `blobs` (exact bytes, e.g. float32 vectors)
-    still occurs: "file: <word>", "wal: <word>" or "<table>: <word>". Empty when erased."""
+    still occurs: "file: <word>", "wal: <word>" or "<table>: <word>". Empty when erased.
+    On PostgreSQL (a URL): in every table of the store's schema (docs/scaling.md says what
+    VACUUM leaves in the server's files)."""
     words = [word.lower() for word in words]
     needles = {fragment: word for word in words if word.startswith(MARK) for fragment in fragments(word)}
     others = [word for word in words if not word.startswith(MARK)]
     blobs = list(blobs)
     keys = _blob_keys(blobs)
     found: set[str] = set()
+    postgres = path.startswith("postgresql://")
     # Raw bytes first: opening a connection must not be what moves the WAL into the file.
-    for part, data in file_bytes(path).items():
+    for part, data in () if postgres else file_bytes(path).items():
         found |= {f"{part}: {hit}" for hit in _scan(data, needles, others, blobs, keys)}
     by_table: dict[str, list[bytes]] = {}
-    for table, value in table_values(path):
+    for table, value in postgres_values(path, blobs) if postgres else table_values(path):
         if isinstance(value, str):
             value = value.encode()
         if isinstance(value, bytes):

@@ -2,8 +2,12 @@
 
 import threading
 
+import pytest
+
 from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder
+
+pytestmark = pytest.mark.backends
 
 
 def test_threads_write_and_read_concurrently(db_path):

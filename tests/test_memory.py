@@ -5,6 +5,8 @@ import pytest
 from dspy_memory import Memory, MemoryNotFoundError, ScopeError
 from dspy_memory.embed import HashEmbedder
 
+pytestmark = pytest.mark.backends
+
 
 def test_add_text_messages_and_json(memory):
     text = memory.add("I moved to Denver last month.", user_id="ada")

@@ -5,12 +5,15 @@ import logging
 import threading
 from pathlib import Path
 
+import pytest
 import sqlean
 
 from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder, text_hash
 
 from .leakscan import leaks
+
+pytestmark = pytest.mark.backends
 
 SECRET_USER = "ada-secret-user"
 SECRET_WORDS = ("zanzibarquartz", "aubergineprotocol", "velvetlighthouse")
@@ -90,6 +93,7 @@ def test_delete_one_memory_erases_its_content_everywhere(db_path):
         ]
 
 
+@pytest.mark.sqlite_only(reason="the SQLite WAL")
 def test_idle_connections_of_other_threads_do_not_keep_erased_pages_in_the_wal(db_path):
     with Memory(db_path, embedder=HashEmbedder(64)) as memory:
         ada, vectors = fill(memory)
@@ -116,6 +120,7 @@ def test_idle_connections_of_other_threads_do_not_keep_erased_pages_in_the_wal(d
                 thread.join()
 
 
+@pytest.mark.sqlite_only(reason="the SQLite WAL")
 def test_a_reader_holding_the_wal_is_reported_and_the_next_purge_empties_it(db_path, caplog):
     with Memory(db_path, embedder=HashEmbedder(64), busy_timeout_ms=100) as memory:
         ada, vectors = fill(memory)

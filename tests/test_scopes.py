@@ -15,6 +15,8 @@ from dspy_memory.types import Scope
 
 from .scripted import fused_lm
 
+pytestmark = pytest.mark.backends
+
 RECIPES = ("hybrid", "dense", "keyword")
 
 
@@ -190,9 +192,9 @@ def test_scope_any_user_is_explicit_and_not_dumped():
 def test_vector_partition_counts_include_the_user_less_partition(shared):
     memory, _ = shared
     with memory.store.snapshot() as conn:
-        assert memory.store.vectors.state(conn, NO_USER).rows == 1
-        assert memory.store.vectors.state(conn, "ada").rows == 1
-        assert memory.store.vectors.state(conn, None).rows == 3
+        assert memory.store.vectors.sizes(conn, NO_USER)[1] == 1
+        assert memory.store.vectors.sizes(conn, "ada")[1] == 1
+        assert memory.store.vectors.sizes(conn, None) == (3, 3)
 
 
 # -- the command line --------------------------------------------------------------------------

@@ -9,6 +9,8 @@ from dspy_memory.embed import HashEmbedder
 from dspy_memory.store import Store, resolve_driver
 from dspy_memory.store.sqlite.migrations import LATEST_VERSION, MIGRATIONS, Migration, migrate
 
+pytestmark = pytest.mark.backends
+
 EXPECTED_TABLES = {
     "meta",
     "schema_migrations",
@@ -37,6 +39,7 @@ def columns(store, table):
         return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
 
 
+@pytest.mark.sqlite_only(reason="reads sqlite_master (tests/test_postgres.py checks the PostgreSQL schema)")
 def test_schema_has_every_table_and_the_four_temporal_columns(db_path):
     store = Store(db_path)
     store.bind_embedder("test-hash-v1:64", 64)
@@ -64,6 +67,7 @@ def test_schema_has_every_table_and_the_four_temporal_columns(db_path):
     store.close()
 
 
+@pytest.mark.sqlite_only(reason="SQLite pragmas")
 def test_wal_busy_timeout_and_foreign_keys(db_path):
     store = Store(db_path, busy_timeout_ms=4321)
     with store._conns.read() as conn:
@@ -73,6 +77,7 @@ def test_wal_busy_timeout_and_foreign_keys(db_path):
     store.close()
 
 
+@pytest.mark.sqlite_only(reason="SQLite migrations (tests/test_postgres.py checks the PostgreSQL versions)")
 def test_migrations_run_once_and_are_recorded(db_path):
     Store(db_path).close()
     store = Store(db_path)
@@ -83,6 +88,7 @@ def test_migrations_run_once_and_are_recorded(db_path):
     store.close()
 
 
+@pytest.mark.sqlite_only(reason="SQLite migrations")
 def test_a_new_migration_is_applied_to_an_old_file(db_path):
     Store(db_path).close()
     extra = Migration(LATEST_VERSION + 1, "add a column", ("ALTER TABLE blocks ADD COLUMN color TEXT",))

@@ -12,6 +12,7 @@ import threading
 from collections import Counter
 from pathlib import Path
 
+import pytest
 import sqlean
 
 from dspy_memory import Memory
@@ -19,6 +20,8 @@ from dspy_memory.embed import HashEmbedder
 from dspy_memory.testing import scripted_lm
 
 from . import workers
+
+pytestmark = pytest.mark.backends
 
 
 def homes(memory):

@@ -17,6 +17,8 @@ from dspy_memory.util.tokens import count_tokens
 
 from .scripted import alias_of, fused_lm
 
+pytestmark = pytest.mark.backends
+
 
 def code(i: int) -> str:
     """A word that occurs in exactly one input (checkable by keyword search)."""

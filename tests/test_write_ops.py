@@ -11,6 +11,8 @@ from dspy_memory.util.tokens import count_tokens
 
 from .scripted import alias_of, fused_lm
 
+pytestmark = pytest.mark.backends
+
 
 def cheese(turns, existing):
     text = turns[-1]["text"]

@@ -10,6 +10,8 @@ from dspy_memory.embed import HashEmbedder
 
 from .scripted import alias_of, fused_lm
 
+pytestmark = pytest.mark.backends
+
 HOMES = [("Boston", "2024-01-10"), ("Denver", "2024-03-08"), ("Austin", "2024-09-01")]
 
 

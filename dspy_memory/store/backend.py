@@ -46,10 +46,12 @@ class Connections(Protocol):
 
 
 class VectorIndex(Protocol):
-    """Vectors of memory rows. Both backends keep them in `memory_vectors (row_id, embedding)`,
-    where `embedding` reads as a float32 buffer (np.frombuffer), for shared SQL that needs them."""
+    """Vectors of memory rows. Both backends keep them in `memory_vectors (row_id, embedding)`
+    for shared SQL that reads them; `decode` turns a read `embedding` into a float32 array."""
 
     dim: int | None
+
+    def decode(self, stored: Any) -> np.ndarray: ...
 
     def create(self, conn: Any, dim: int) -> None: ...
     def insert(

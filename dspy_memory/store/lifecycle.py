@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from dspy_memory.errors import WriteConflictError
-from dspy_memory.store.backend import Connections
+from dspy_memory.store.backend import Connections, VectorIndex
 from dspy_memory.store.queries import (
     MEMORY_COLUMNS,
     MEMORY_FROM,
@@ -48,6 +48,7 @@ class DecayRow:
 
 class LifecycleRows:
     _conns: Connections
+    vectors: VectorIndex
 
     def transaction(self) -> Any:  # provided by Store
         raise NotImplementedError
@@ -125,7 +126,7 @@ class LifecycleRows:
                 "ORDER BY m.row_id DESC LIMIT ?",
                 [*predicate.params, limit],
             ).fetchall()
-        return [(record_from_row(row, view), np.frombuffer(row["embedding"], np.float32)) for row in rows]
+        return [(record_from_row(row, view), self.vectors.decode(row["embedding"])) for row in rows]
 
     def scopes(self, scope: Scope | None = None) -> list[ScopeKey]:
         """The exact scopes that hold memories within `scope` (read as search reads it; None:

@@ -84,7 +84,7 @@ class Predicate:
 
     @property
     def sql(self) -> str:
-        return " AND ".join(f"({clause})" for clause in self.clauses) if self.clauses else "1"
+        return " AND ".join(f"({clause})" for clause in self.clauses) if self.clauses else "TRUE"
 
 
 def scope_predicate(predicate: Predicate, scope: Scope | None, alias: str = "m") -> Predicate:

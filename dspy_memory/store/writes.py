@@ -220,10 +220,10 @@ class MemoryWrites:
             view = TimeView(as_of=at, known_at=at)
             old = record_from_row(row, view)
             if embedding is None:
-                blob = conn.execute(
+                stored = conn.execute(
                     "SELECT embedding FROM memory_vectors WHERE row_id = ?", (row["row_id"],)
                 ).fetchone()[0]
-                embedding = np.frombuffer(blob, np.float32)
+                embedding = self.vectors.decode(stored)
             fields = dict(
                 id=old.id,
                 content=old.content,

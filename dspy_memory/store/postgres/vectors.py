@@ -27,6 +27,10 @@ class VectorIndex:
         self.dim: int | None = None
         self.exact_max_rows = exact_max_rows
 
+    @staticmethod
+    def decode(stored: Any) -> np.ndarray:
+        return np.asarray(stored.to_numpy() if hasattr(stored, "to_numpy") else stored, dtype=np.float32)
+
     def create(self, conn: Any, dim: int) -> None:
         conn.execute(f"ALTER TABLE memory_vectors ALTER COLUMN embedding TYPE vector({int(dim)})")
         conn.execute(

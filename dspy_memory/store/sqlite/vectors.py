@@ -267,6 +267,10 @@ class VectorIndex:
             ).fetchone()
         )
 
+    @staticmethod
+    def decode(stored: bytes) -> np.ndarray:
+        return np.frombuffer(stored, np.float32)
+
     def sizes(self, conn: Any, partition: str | None) -> tuple[int, int]:
         state = self.state(conn, partition)
         return state.total_rows, state.rows
