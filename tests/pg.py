@@ -6,6 +6,7 @@ import itertools
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -45,3 +46,49 @@ def fresh_schema(url: str) -> tuple[str, Callable[[], None]]:
             conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
 
     return with_options(url, f"{name},public"), drop
+
+
+class Raw:
+    """A plain connection to a test's store, outside the library (as another program would
+    open it), in autocommit mode; takes the shared SQL of the store (SQLite style)."""
+
+    def __init__(self, path: str) -> None:
+        self.postgres = path.startswith("postgresql://")
+        if self.postgres:
+            import psycopg
+
+            self.conn = psycopg.connect(path, autocommit=True)
+        else:
+            import sqlean
+
+            self.conn = sqlean.connect(path, isolation_level=None)
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        if not self.postgres:
+            return self.conn.execute(sql, params)
+        from dspy_memory.store.postgres.dialect import bind, translate
+
+        translated = translate(sql)
+        return self.conn.execute(translated.sql, bind(translated, params))
+
+    def hold_write_lock(self) -> None:
+        """Take the store's write lock as a writer in another process would, until rollback()."""
+        if not self.postgres:
+            self.conn.execute("BEGIN IMMEDIATE")
+            return
+        from dspy_memory.store.postgres.schema import lock_key
+
+        self.conn.execute("BEGIN")
+        self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(self.conn),))
+
+    def rollback(self) -> None:
+        self.conn.execute("ROLLBACK")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Raw:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -59,7 +59,9 @@ def test_delete_scope_leaves_nothing_of_the_user(db_path):
         # Nothing is left in in-process caches either.
         cached = set(memory.embedder._cache)
         assert not any(text_hash(record.content) in cached for record in ada)
-        assert not memory.store.keywords._frequencies_cache
+        assert not getattr(memory.store.keywords, "_frequencies_cache", None)
+    if db_path.startswith("postgresql://"):
+        return  # the server's files: docs/scaling.md, "Erasure"
     raw = Path(db_path).read_bytes()
     wal = Path(db_path + "-wal")
     if wal.exists():

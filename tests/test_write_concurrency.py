@@ -13,13 +13,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import sqlean
 
 from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder
 from dspy_memory.testing import scripted_lm
 
 from . import workers
+from .pg import Raw
 
 pytestmark = pytest.mark.backends
 
@@ -29,13 +29,10 @@ def homes(memory):
 
 
 def invalidations(path):
-    conn = sqlean.connect(path)
-    try:
+    with Raw(path) as conn:
         return Counter(
             row[0] for row in conn.execute("SELECT memory_id FROM memory_events WHERE event = 'INVALIDATE'")
         )
-    finally:
-        conn.close()
 
 
 def run(ctx, target, argsets):
@@ -108,13 +105,16 @@ def test_episodes_claimed_by_a_killed_process_are_replayed_at_once(db_path):
     dead = f"{socket.gethostname()}:{int(finished.stdout)}:killed"
     with Memory(db_path, embedder=HashEmbedder(64)) as memory:
         episodes = memory._writer.persist([f"note {i}" for i in range(170)], memory_scope(), infer=True)
-    conn = sqlean.connect(db_path)
-    with conn:  # as a writer killed with -9 mid-batch leaves them: pending, claimed for a while yet
+    with Raw(
+        db_path
+    ) as conn:  # as a writer killed with -9 mid-batch leaves them: pending, claimed for a while yet
         conn.execute(
             "UPDATE episodes SET claimed_by = ?, claim_expires_at = '9999-01-01T00:00:00.000000Z'", (dead,)
         )
         conn.execute(
-            "INSERT INTO episodes SELECT 'alive-' || id, user_id, agent_id, run_id, source, role, "
+            "INSERT INTO episodes (id, user_id, agent_id, run_id, source, role, name, content, metadata, "
+            "occurred_at, ingested_at, status, error, attempts, infer, claimed_by, claim_expires_at) "
+            "SELECT 'alive-' || id, user_id, agent_id, run_id, source, role, "
             "name, content, metadata, occurred_at, ingested_at, status, error, attempts, infer, "
             "'other-host:1:x', claim_expires_at FROM episodes LIMIT 1"
         )

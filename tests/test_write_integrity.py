@@ -8,12 +8,12 @@ import logging
 import time
 
 import pytest
-import sqlean
 
 from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder
 from dspy_memory.testing import scripted_lm
 from dspy_memory.util.tokens import count_tokens
+from tests.pg import Raw
 
 from .scripted import alias_of, fused_lm
 
@@ -217,15 +217,15 @@ def test_a_hung_lm_fails_the_batch_within_the_timeout(db_path):
 def test_reads_do_not_fail_while_another_process_holds_the_write_lock(db_path):
     with Memory(db_path, embedder=HashEmbedder(64), busy_timeout_ms=300) as memory:
         memory.add("Ada likes tea.", user_id="ada")
-        other = sqlean.connect(db_path, isolation_level=None)
-        other.execute("BEGIN IMMEDIATE")
+        other = Raw(db_path)
+        other.hold_write_lock()
         try:
             for _ in range(3):
                 assert memory.search("tea", user_id="ada")[0].content == "Ada likes tea."
                 [record] = memory.get_all(user_id="ada")  # writes pending recall counts first
                 memory.get(record.id, user_id="ada")
         finally:
-            other.execute("ROLLBACK")
+            other.rollback()
             other.close()
         memory.get_all(user_id="ada")
         # 3 searches and 3 gets while the file was busy, none lost, and this get.
@@ -235,14 +235,12 @@ def test_reads_do_not_fail_while_another_process_holds_the_write_lock(db_path):
 def test_an_unreadable_episode_does_not_block_recovery_of_others(db_path, caplog):
     with Memory(db_path, embedder=HashEmbedder(64), lm=scripted_lm(down)) as memory:
         memory.add("Bob: I play the oboe.", user_id="bob")
-    conn = sqlean.connect(db_path)
-    with conn:  # a row as the 0.1 writer left it for add(at="0999-06-01")
+    with Raw(db_path) as conn:  # a row as the 0.1 writer left it for add(at="0999-06-01")
         conn.execute(
             "INSERT INTO episodes (id, user_id, source, content, metadata, occurred_at, ingested_at, status, "
             "infer) VALUES ('poison', 'mallory', 'text', 'x', '{}', '999-06-01T00:00:00.000000Z', "
             "'2024-01-01T00:00:00.000000Z', 'pending', 1)"
         )
-    conn.close()
     good = fused_lm(
         lambda turns, existing: [{"action": "ADD", "content": "Bob plays the oboe.", "subject": "Bob"}]
     )
@@ -268,6 +266,7 @@ def test_an_answer_with_a_lone_surrogate_is_refused_not_a_crash(db_path):
         assert memory.check().ok
 
 
+@pytest.mark.sqlite_only(reason="a file written by 0.1")
 def test_opening_a_file_of_0_1_repairs_its_three_digit_years(db_path):
     from dspy_memory.store.sqlite.connection import open_connection, resolve_driver
     from dspy_memory.store.sqlite.migrations import MIGRATIONS, migrate
