@@ -19,8 +19,9 @@ describe_extras() {
             sentence-transformers) out+=("sentence-transformers with torch") ;;
             eval) out+=("eval tools (matplotlib, nltk, optuna, datasets)") ;;
             server) out+=("FastAPI") ;;
+            postgres) out+=("the PostgreSQL driver (psycopg, pgvector)") ;;
             graph) out+=("graph exports (graphviz, networkx)") ;;
-            dev) out+=("pytest and ruff") ;;
+            dev) out+=("pytest, ruff and a PostgreSQL for the tests (pgserver)") ;;
             ollama | openai | anthropic) out+=("the $extra client") ;;
             *) out+=("$extra") ;;
         esac

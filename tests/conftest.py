@@ -23,13 +23,6 @@ from dspy_memory.embed import HashEmbedder  # noqa: E402
 BACKENDS = ("sqlite", "postgres")
 
 
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "backends: run the module's tests that open a store (db_path) on SQLite and PostgreSQL"
-    )
-    config.addinivalue_line("markers", "sqlite_only(reason): a test about the SQLite file itself")
-
-
 def pytest_generate_tests(metafunc):
     """Tests of modules marked `backends` that open a store (through `db_path`) run on each
     backend; `sqlite_only` ones (about the file's bytes, its locks) on SQLite alone."""
