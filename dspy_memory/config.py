@@ -11,7 +11,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 try:  # Python >= 3.11
     import tomllib
@@ -192,12 +192,30 @@ class LifecycleConfig(LifecycleSettings):
     max_cluster_size: int = Field(8, ge=2, le=50)
 
 
-class MemoryConfig(BaseModel):
-    """Configuration of a `Memory`. Build it directly, from TOML, or from DSPY_MEMORY_* env vars."""
+class PostgresConfig(BaseModel):
+    """The PostgreSQL backend (docs/scaling.md); used when the store is a postgresql:// URL."""
 
     model_config = ConfigDict(extra="forbid")
 
-    path: str = "memory.db"
+    # Connections per process (psycopg_pool); one is held per thread while it reads or writes.
+    pool_size: int = Field(10, ge=1)
+    # Split the search tables (vectors, keyword terms) by hash of the user id into this many
+    # partitions when the schema is created (1: no partitioning). Decided once per database.
+    partitions: int = Field(1, ge=1, le=1024)
+    # A vector partition (a user's rows) of up to this many rows is searched exactly; larger
+    # ones through the HNSW index.
+    exact_max_rows: int = Field(20_000, ge=0)
+
+
+class MemoryConfig(BaseModel):
+    """Configuration of a `Memory`. Build it directly, from TOML, or from DSPY_MEMORY_* env vars."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    # Where memories live: a SQLite file (or ":memory:"), or a postgresql:// URL. `store=` is
+    # accepted as another name for it.
+    path: str = Field("memory.db", validation_alias=AliasChoices("path", "store"))
+    postgres: PostgresConfig = Field(default_factory=PostgresConfig)
     # "local" (MiniLM), "local:<model>", "ollama:<model>",
     # "openai:<model>", or "test" (deterministic, NOT semantic; for tests only). None: the
     # embedder an existing file was built with, else "local".

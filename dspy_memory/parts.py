@@ -58,6 +58,9 @@ def open_store(config: MemoryConfig, embedder: Any) -> tuple[Store, Embedder]:
     store = Store(
         config.path,
         busy_timeout_ms=config.busy_timeout_ms,
+        pool_size=config.postgres.pool_size,
+        partitions=config.postgres.partitions,
+        exact_max_rows=config.postgres.exact_max_rows,
         vector_cache_min_rows=retrieval.vector_cache_min_rows,
         vector_cache_max_rows=retrieval.vector_cache_max_rows,
         keyword_score_budget=retrieval.keyword_score_budget,

@@ -160,6 +160,7 @@ def open_backend(location: str | os.PathLike[str], **options: Any) -> Backend:
             busy_timeout_ms=options.get("busy_timeout_ms", 10_000),
             pool_size=options.get("pool_size", 10),
             partitions=options.get("partitions", 1),
+            exact_max_rows=options.get("exact_max_rows", 20_000),
         )
     from dspy_memory.store.sqlite.backend import SqliteBackend
 

@@ -74,6 +74,8 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts):
         busy_timeout_ms: int = 10_000,
         driver: str | None = None,
         pool_size: int = 10,
+        partitions: int = 1,
+        exact_max_rows: int = 20_000,
         vector_cache_min_rows: int = 2048,
         vector_cache_max_rows: int = 4_000_000,
         keyword_score_budget: int = 1000,
@@ -83,7 +85,14 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts):
         turn_context_gap_minutes: float = 60.0,
     ) -> None:
         """`path`: a SQLite file (or ":memory:") or a postgresql:// URL."""
-        self.backend = open_backend(path, busy_timeout_ms=busy_timeout_ms, driver=driver, pool_size=pool_size)
+        self.backend = open_backend(
+            path,
+            busy_timeout_ms=busy_timeout_ms,
+            driver=driver,
+            pool_size=pool_size,
+            partitions=partitions,
+            exact_max_rows=exact_max_rows,
+        )
         self.path = self.backend.path
         self._conns = self.backend.conns
         self.vectors = self.backend.vector_index(
