@@ -42,9 +42,15 @@ def test_readme_has_snippets():
 
 
 @pytest.mark.integration
-def test_readme_snippets_run(tmp_path, monkeypatch, minilm):
+def test_readme_snippets_run(tmp_path, monkeypatch, minilm, postgres_server, request):
     monkeypatch.chdir(tmp_path)
     import dspy
+
+    from tests.pg import fresh_schema
+
+    database_url, drop = fresh_schema(postgres_server)
+    request.addfinalizer(drop)
+    monkeypatch.setenv("DATABASE_URL", database_url)
 
     chat = chat_by_signature(oracle_responder(README_FACTS))
     with (
