@@ -24,6 +24,13 @@ def server_url(folder: Path) -> tuple[str, Callable[[], None]]:
     except ImportError:
         pytest.fail(f"pgserver is not installed: install the test extras, or name a server in {ENV}")
     server = pgserver.get_server(folder, cleanup_mode="stop")
+    import psycopg
+
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        # A throwaway server: durability buys nothing and costs each test's schema a few fsyncs.
+        for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+            conn.execute(f"ALTER SYSTEM SET {setting} = off")
+        conn.execute("SELECT pg_reload_conf()")
     return server.get_uri(), server.cleanup
 
 

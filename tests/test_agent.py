@@ -15,6 +15,8 @@ from dspy_memory.testing import scripted_agent_lm as agent_lm
 from dspy_memory.testing import tools_called as steps_taken
 from dspy_memory.types import Scope
 
+pytestmark = pytest.mark.backends
+
 
 def write_move(turns, existing):
     text = " ".join(turn["text"] for turn in turns)

@@ -13,6 +13,8 @@ from dspy_memory.store import NewMemory
 
 from .scripted import fused_lm
 
+pytestmark = pytest.mark.backends
+
 
 @pytest.fixture
 def memory(db_path):

@@ -9,6 +9,8 @@ from dspy_memory.embed import HashEmbedder
 
 from .scripted import fused_lm
 
+pytestmark = pytest.mark.backends
+
 
 def test_blocks_have_limits_read_only_flags_and_versions(memory):
     memory.blocks.set("human", "Name: Ada", user_id="ada", char_limit=40, description="facts about the user")

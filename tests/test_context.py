@@ -11,6 +11,8 @@ from dspy_memory.util.tokens import count_tokens
 
 from .scripted import fused_lm
 
+pytestmark = pytest.mark.backends
+
 TOPICS = ["hiking", "chess", "jazz", "pottery", "sailing", "baking", "cycling", "poetry", "tennis", "origami"]
 
 

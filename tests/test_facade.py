@@ -12,6 +12,8 @@ from dspy_memory.types import Scope
 
 from .scripted import fused_lm
 
+pytestmark = pytest.mark.backends
+
 
 def test_opening_a_file_never_calls_the_lm_first_use_resumes(db_path):
     calls: list[str] = []

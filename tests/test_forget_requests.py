@@ -10,6 +10,8 @@ from dspy_memory.embed import HashEmbedder
 
 from .scripted import fused_lm
 
+pytestmark = pytest.mark.backends
+
 FAMILY = [
     ("Carmen's brother is Kenji.", "brother", "Kenji"),
     ("Carmen's sister is Dagny.", "sister", "Dagny"),

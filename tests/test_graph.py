@@ -14,6 +14,8 @@ from dspy_memory.errors import InvalidInputError
 
 from .scripted import alias_of, fused_lm
 
+pytestmark = pytest.mark.backends
+
 FACTS = {
     "Ada moved to Boston.": ("Ada lives in Boston.", "Ada", "lives_in", "Boston", "2024-01-10"),
     "Ada moved to Denver.": ("Ada lives in Denver.", "Ada", "lives_in", "Denver", "2024-03-08"),

@@ -5,6 +5,8 @@ import pytest
 from dspy_memory import EmbeddingError, Memory
 from dspy_memory.embed import CallableEmbedder, HashEmbedder
 
+pytestmark = pytest.mark.backends
+
 
 class FlakyEmbedder(CallableEmbedder):
     def __init__(self):

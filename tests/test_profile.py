@@ -12,6 +12,8 @@ from dspy_memory.agent.profile import apply_op
 from dspy_memory.embed import HashEmbedder
 from dspy_memory.testing import scripted_lm
 
+pytestmark = pytest.mark.backends
+
 
 class UserProfile(BaseModel):
     name: str | None = None

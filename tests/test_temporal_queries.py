@@ -13,6 +13,8 @@ from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder
 from dspy_memory.read.temporal import EARLIEST, LATEST, asks_when, is_dated, time_window
 
+pytestmark = pytest.mark.backends
+
 NOW = datetime(2026, 11, 25, 15, 30, tzinfo=timezone.utc)
 
 
