@@ -264,6 +264,7 @@ def test_json_everywhere_it_is_offered(tmp_path, capsys, no_lm_env):
         ["timeline", "--subject", "Ada", *ada],
         ["context", "where", *ada],
         ["stats", *base],
+        ["migrate", "--from", db, "--to", str(tmp_path / "copy.db"), "--json"],
         ["check", *base],
         ["reprocess", *base],
         ["keys", "list", *base],

@@ -115,6 +115,15 @@ class PostgresBackend:
                 conn.execute(f"VACUUM {table}")
         return 0
 
+    def reset_sequences(self, conn: Any) -> None:
+        """Rows were inserted with their own ids (store/transfer.py): the identity columns
+        would hand out those ids again, so they continue after the largest one."""
+        for table, column in _IDENTITY_COLUMNS:
+            conn.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), max({column})) "
+                f"FROM {table} HAVING max({column}) IS NOT NULL"
+            )
+
     def integrity(self, conn: Any) -> list[str]:
         # PostgreSQL checks its pages as it reads them (and with data checksums, if enabled).
         return ["ok"]
@@ -136,3 +145,9 @@ _ERASED_TABLES = (
     "memories", "memory_vectors", "memory_terms", "memory_events", "memory_sources", "episodes",
     "entities", "turn_context", "memory_links", "write_runs", "blocks", "block_versions",
 )  # fmt: skip
+_IDENTITY_COLUMNS = (
+    ("episodes", "rowid"),
+    ("memories", "row_id"),
+    ("memory_events", "id"),
+    ("write_runs", "id"),
+)

@@ -88,6 +88,10 @@ class SqliteBackend:
             )
         return pages or 0
 
+    def reset_sequences(self, conn: Any) -> None:
+        """Rows were inserted with their own ids (store/transfer.py): nothing to do, as an
+        AUTOINCREMENT table continues after the largest id ever inserted."""
+
     def integrity(self, conn: Any) -> list[str]:
         return [row[0] for row in conn.execute("PRAGMA integrity_check").fetchall()]
 
