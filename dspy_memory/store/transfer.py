@@ -37,7 +37,7 @@ from dspy_memory.store import checksums
 from dspy_memory.store.backend import is_postgres_url
 from dspy_memory.store.checksums import TABLES, Table
 from dspy_memory.store.store import Store
-from dspy_memory.store.turns import _text as context_text
+from dspy_memory.store.turns import context_text
 
 BATCH_SIZE = 1000
 MARKER = "migrating_from"  # meta key of a destination the copy is not finished in

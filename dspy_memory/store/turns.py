@@ -93,7 +93,7 @@ class TurnContext:
             return {episode_id: ("", []) for episode_id in episode_ids}
         windows = self._windows(conn, episode_ids, before=self.before, after=self.after)
         return {
-            episode_id: (_text(rows), [row["id"] for row in rows]) for episode_id, rows in windows.items()
+            episode_id: (context_text(rows), [row["id"] for row in rows]) for episode_id, rows in windows.items()
         }
 
     def episodes_added(self, conn: Any, episode_ids: Sequence[str]) -> int:
@@ -147,7 +147,7 @@ class TurnContext:
         for row_id in wanted:
             anchor = first.get(row_id)
             neighbours = windows.get(anchor["episode_id"], []) if anchor is not None else []
-            contexts.append((row_id, _text(neighbours)))
+            contexts.append((row_id, context_text(neighbours)))
             conn.executemany(
                 "INSERT INTO turn_context (row_id, episode_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
                 [(row_id, row["id"]) for row in neighbours],
@@ -288,7 +288,8 @@ _SPAN_LIMIT = 5000
 _ANCHOR_COLUMNS = "e.id AS episode_id, e.rowid AS episode_row, e.user_id, e.agent_id, e.run_id, e.occurred_at"
 
 
-def _text(neighbours: Sequence[Any]) -> str:
+def context_text(neighbours: Sequence[Any]) -> str:
+    """The keyword context of a raw turn: its neighbour episodes, "name: text" per line."""
     return "\n".join(
         f"{row['name']}: {row['content']}" if row["name"] else row["content"] for row in neighbours
     )
