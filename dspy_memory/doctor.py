@@ -63,9 +63,61 @@ def check_sqlite() -> Check:
     return Check("sqlite", "ok", detail)
 
 
+def check_postgres(db: str) -> Check:
+    """The server a postgresql:// --db names: reachable, pgvector, the store's schema."""
+    from dspy_memory.store.postgres.backend import INSTALL, probe, redacted
+
+    try:
+        found = probe(db)
+    except ImportError:
+        return Check(
+            "postgres",
+            "fail",
+            "the PostgreSQL driver is not installed",
+            INSTALL.removeprefix("install the PostgreSQL backend with: "),
+        )
+    except Exception as exc:
+        return Check(
+            "postgres",
+            "fail",
+            f"cannot connect to {redacted(db)}: {str(exc).strip().splitlines()[0]}",
+            "check the URL, the server and its pg_hba.conf",
+        )
+    detail = f"PostgreSQL {found['server']} at {redacted(db)}"
+    if found["pgvector"] is None:
+        if found["pgvector_available"] is None:
+            return Check(
+                "postgres",
+                "fail",
+                f"{detail} has no pgvector",
+                "install pgvector on the server (https://github.com/pgvector/pgvector)",
+            )
+        detail += f"; pgvector {found['pgvector_available']} available, created on first use (needs the right to CREATE EXTENSION)"
+    else:
+        detail += f", pgvector {found['pgvector']}"
+    schema = found["schema_version"]
+    detail += (
+        f", store schema version {schema}" if schema is not None else ", no store yet (made on first use)"
+    )
+    return Check("postgres", "ok", detail)
+
+
+def _exists(db: str) -> bool:
+    from dspy_memory.store.backend import is_postgres_url
+
+    if is_postgres_url(db):
+        from dspy_memory.store.postgres.backend import probe
+
+        try:
+            return probe(db)["schema_version"] is not None
+        except Exception:
+            return False
+    return Path(db).exists()
+
+
 def recorded_embedder(db: str | None) -> tuple[str, int] | None:
-    """(name, dimension) of the embedder the file at `db` was built with, if any."""
-    if db is None or not Path(db).exists():
+    """(name, dimension) of the embedder the store at `db` was built with, if any."""
+    if db is None or not _exists(db):
         return None
     from dspy_memory.store import Store
 
@@ -86,8 +138,8 @@ def check_embedder(spec: str | None, db: str | None, recorded: tuple[str, int] |
             "skip",
             "not loaded: pass --embedder SPEC or --db PATH (a local model loads in seconds)",
         )
-    if db is not None and not Path(db).exists():
-        return Check("embedder", "warn", f"no file at {db}", "check --db; a new file is made on first use")
+    if db is not None and not _exists(db):
+        return Check("embedder", "warn", f"no store at {db}", "check --db; a new store is made on first use")
     if spec is None and recorded is not None:
         spec = spec_for_recorded(recorded[0])
         if spec is None:
@@ -278,6 +330,8 @@ def run_checks(
     max_prompt_tokens = max_prompt_tokens or MemoryConfig.from_env().write.max_prompt_tokens
     checks = [check_sqlite_vec()]
     checks.append(check_sqlite() if checks[0].status == "ok" else Check("sqlite", "skip", "needs sqlite-vec"))
+    if db is not None and db.startswith(("postgresql://", "postgres://")):
+        checks.append(check_postgres(db))
     recorded = recorded_embedder(db)
     checks.append(check_embedder(embedder, db, recorded, ollama_host(host)))
 

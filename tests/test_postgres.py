@@ -235,3 +235,18 @@ def test_stats_name_the_backend_without_the_password(pg_url):
     with Memory(pg_url, embedder=HashEmbedder(64)) as memory:
         stats = memory.stats()
     assert stats["backend"] == "postgres" and stats["driver"].startswith("psycopg")
+
+
+def test_doctor_reports_the_server_pgvector_and_the_schema(pg_url, tmp_path):
+    from dspy_memory.doctor import run_checks
+
+    def postgres_line(db):
+        checks = run_checks(db=db, embedder="test", lm="openai/gpt-4o-mini", probe=False)
+        return next(check for check in checks if check.name == "postgres")
+
+    before = postgres_line(pg_url)
+    assert before.status == "ok" and "pgvector" in before.detail and "no store yet" in before.detail
+    Memory(pg_url, embedder=HashEmbedder(64)).close()
+    assert f"schema version {MIGRATIONS[-1].version}" in postgres_line(pg_url).detail
+    down = postgres_line(f"postgresql://ada:pw@/nodb?host={tmp_path}&port=1")
+    assert down.status == "fail" and "cannot connect" in down.detail and "pw" not in down.detail

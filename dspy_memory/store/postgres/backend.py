@@ -47,6 +47,27 @@ class PostgresJson:
         return "jsonb_exists(m.metadata::jsonb, ?)", [key]
 
 
+def probe(url: str) -> dict[str, Any]:
+    """What `dspy-memory doctor` reports of a server, changing nothing: its version, pgvector
+    (installed in the database, or only available), the store's schema version (None: none yet)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True, connect_timeout=5) as raw:
+        server = raw.execute("SHOW server_version").fetchone()[0]
+        installed = raw.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+        available = raw.execute(
+            "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"
+        ).fetchone()
+        has_schema = raw.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()[0]
+        version = raw.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] if has_schema else None
+    return {
+        "server": server,
+        "pgvector": installed[0] if installed else None,
+        "pgvector_available": available[0] if available else None,
+        "schema_version": version,
+    }
+
+
 class PostgresBackend:
     name = "postgres"
     json = PostgresJson()
