@@ -17,6 +17,8 @@ from dspy_memory.read.retrieval import RECIPES
 from .bad_input_catalogue import CASES, Env, run_catalogue
 from .bad_values import GOOD_TEXT, METADATA_GOOD
 
+pytestmark = pytest.mark.backends
+
 
 def test_the_catalogue_is_large_and_covers_every_entry_point():
     assert len(CASES) >= 250
@@ -25,14 +27,14 @@ def test_the_catalogue_is_large_and_covers_every_entry_point():
         assert sum(case.name.startswith(prefix) for case in CASES) >= 10, prefix
 
 
-def test_bad_input_is_refused_clearly_and_nothing_is_half_stored(tmp_path):
-    with Memory(str(tmp_path / "m.db"), embedder=HashEmbedder(64)) as memory:
+def test_bad_input_is_refused_clearly_and_nothing_is_half_stored(db_path):
+    with Memory(db_path, embedder=HashEmbedder(64)) as memory:
         outcomes, problems = run_catalogue(memory)
         crashes = {name: outcome for name, outcome in outcomes.items() if outcome.startswith("crash")}
         assert not crashes, "\n".join(f"{name}: {outcome}" for name, outcome in crashes.items())
         assert not problems, "\n".join(problems)
         # The file opens again and replays nothing it cannot read.
-    with Memory(str(tmp_path / "m.db"), embedder=HashEmbedder(64)) as memory:
+    with Memory(db_path, embedder=HashEmbedder(64)) as memory:
         assert memory.search("tea", user_id="ada")
 
 
@@ -51,11 +53,11 @@ def test_bad_input_is_refused_clearly_and_nothing_is_half_stored(tmp_path):
         "add user_id surrogate",
     ],
 )
-def test_the_reported_inputs_get_their_decision(tmp_path, name):
+def test_the_reported_inputs_get_their_decision(db_path, name):
     """The bug report's examples, one by one: refused with InvalidInputError (a ValueError and
     a TypeError too), except search queries, which are searched with the bad character replaced."""
     case = next(case for case in CASES if case.name == name)
-    with Memory(str(tmp_path / "m.db"), embedder=HashEmbedder(64)) as memory:
+    with Memory(db_path, embedder=HashEmbedder(64)) as memory:
         env = Env(memory)
         if " query " in name:
             case.call(env)
@@ -65,9 +67,21 @@ def test_the_reported_inputs_get_their_decision(tmp_path, name):
         assert isinstance(info.value, ValueError) and isinstance(info.value, TypeError)
 
 
+def refuses_nul(add, memory):
+    """PostgreSQL text cannot hold U+0000: refused as bad input, and nothing is stored."""
+    with pytest.raises(InvalidInputError, match="U\\+0000"):
+        add()
+    assert memory.stats()["tables"]["episodes"] == 0 and memory.get_all(user_id="ada") == []
+
+
 @pytest.mark.parametrize("label", [label for label in GOOD_TEXT if label != "huge"])
 def test_accepted_text_is_stored_exactly_as_given(memory, label):
     text = GOOD_TEXT[label]
+    if "\x00" in text and memory.store.backend_name == "postgres":
+        refuses_nul(
+            lambda: memory.add({"role": "user", "content": text, "name": "Ada"}, user_id="ada"), memory
+        )
+        return
     result = memory.add({"role": "user", "content": text, "name": "Ada"}, user_id="ada")
     (episode,) = memory.store.episodes.get_many([e.id for e in result.episodes])
     assert episode.content == text
@@ -81,6 +95,9 @@ def test_accepted_text_is_stored_exactly_as_given(memory, label):
 @pytest.mark.parametrize("label", list(METADATA_GOOD))
 def test_accepted_metadata_round_trips(memory, label):
     metadata = METADATA_GOOD[label]
+    if "\\u0000" in json.dumps(metadata) and memory.store.backend_name == "postgres":
+        refuses_nul(lambda: memory.add("metadata case", user_id="ada", metadata=metadata), memory)
+        return
     result = memory.add("metadata case", user_id="ada", metadata=metadata)
     expected = json.loads(json.dumps(metadata))  # tuples read back as lists
     assert result.episodes[0].metadata == expected

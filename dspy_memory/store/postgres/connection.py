@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from dspy_memory.errors import MemoryClosedError
+from dspy_memory.errors import InvalidInputError, MemoryClosedError
 from dspy_memory.store.postgres.dialect import bind, number, row_factory, translate
 
 
@@ -28,15 +28,34 @@ class Connection:
 
     def execute(self, sql: str, params: Any = None) -> Any:
         translated = translate(sql)
-        return self.raw.execute(translated.sql, bind(translated, params))
+        with _nul_refused():
+            return self.raw.execute(translated.sql, bind(translated, params))
 
     def executemany(self, sql: str, seq: Any) -> Any:
         translated = translate(sql)
         cursor = self.raw.cursor()
         rows = [bind(translated, params) for params in seq]
         if rows:
-            cursor.executemany(translated.sql, rows)
+            with _nul_refused():
+                cursor.executemany(translated.sql, rows)
         return cursor
+
+
+@contextmanager
+def _nul_refused() -> Iterator[None]:
+    """PostgreSQL's text (and jsonb) cannot hold U+0000, which SQLite stores: refuse it as bad
+    input, clearly, instead of a driver error (the transaction rolls back: nothing is stored)."""
+    import psycopg
+
+    try:
+        yield
+    except (psycopg.DataError, psycopg.errors.UntranslatableCharacter) as exc:
+        if "0x00" not in str(exc) and "\\u0000" not in str(exc):
+            raise
+        raise InvalidInputError(
+            "PostgreSQL cannot store the character U+0000 (NUL) in text or JSON: remove it from the "
+            "input (a SQLite store keeps it)"
+        ) from None
 
 
 def _configure(raw: Any, *, lock_timeout_ms: int) -> None:
