@@ -73,10 +73,9 @@ class Raw:
     def execute(self, sql: str, params: Any = ()) -> Any:
         if not self.postgres:
             return self.conn.execute(sql, params)
-        from dspy_memory.store.postgres.dialect import bind, translate
+        from dspy_memory.store.postgres.dialect import prepared, translate
 
-        translated = translate(sql)
-        return self.conn.execute(translated.sql, bind(translated, params))
+        return self.conn.execute(*prepared(translate(sql), params))
 
     def hold_write_lock(self) -> None:
         """Take the store's write lock as a writer in another process would, until rollback()."""

@@ -12,7 +12,7 @@ from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder
 from dspy_memory.errors import MemoryFileError
 from dspy_memory.store import Store
-from dspy_memory.store.postgres.dialect import bind, translate
+from dspy_memory.store.postgres.dialect import prepared, translate
 from dspy_memory.store.sqlite.migrations import MIGRATIONS
 
 from .pg import Raw, fresh_schema
@@ -71,11 +71,12 @@ def test_reopening_applies_nothing_and_a_newer_schema_is_refused(pg_url):
     [
         ("SELECT ? WHERE a = '?' AND b LIKE '5%'", (1,), "SELECT %s WHERE a = '?' AND b LIKE '5%%'", [1]),
         (
-            "x IS ? AND y IS NOT ?",
-            (None, 2),
-            "x IS NOT DISTINCT FROM %s AND y IS DISTINCT FROM %s",
-            [None, 2],
+            "x IS ? AND y IS NOT ? AND z = ?",
+            (None, 2, 3),
+            "x IS NULL AND y <> %s AND z = %s",
+            [2, 3],
         ),
+        ("x IS ? AND y IS NOT ?", ("a", None), "x = %s AND y IS NOT NULL", ["a"]),
         (
             "m.id IN (SELECT value FROM json_each(?)) AND k NOT IN (SELECT value FROM json_each(?))",
             ('["a", "b"]', "[]"),
@@ -103,9 +104,9 @@ def test_reopening_applies_nothing_and_a_newer_schema_is_refused(pg_url):
     ],
 )
 def test_the_shared_sql_as_postgresql_reads_it(sql, params, expected_sql, expected_params):
-    translated = translate(sql)
-    assert translated.sql == expected_sql
-    assert list(bind(translated, params)) == expected_params
+    got_sql, got_params = prepared(translate(sql), params)
+    assert got_sql == expected_sql
+    assert list(got_params) == expected_params
 
 
 TIMES = (

@@ -9,13 +9,14 @@ outside transactions; a read snapshot is a REPEATABLE READ transaction.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from dspy_memory.errors import InvalidInputError, MemoryClosedError
-from dspy_memory.store.postgres.dialect import bind, number, row_factory, translate
+from dspy_memory.store.postgres.dialect import number, prepared, row_factory, translate
 
 
 class Connection:
@@ -27,17 +28,18 @@ class Connection:
         self.snapshot = False
 
     def execute(self, sql: str, params: Any = None) -> Any:
-        translated = translate(sql)
         with _nul_refused():
-            return self.raw.execute(translated.sql, bind(translated, params))
+            return self.raw.execute(*prepared(translate(sql), params))
 
     def executemany(self, sql: str, seq: Any) -> Any:
         translated = translate(sql)
         cursor = self.raw.cursor()
-        rows = [bind(translated, params) for params in seq]
-        if rows:
+        # Consecutive rows that resolve to the same SQL go in one batch (in their order).
+        for text, rows in itertools.groupby(
+            (prepared(translated, params) for params in seq), key=lambda p: p[0]
+        ):
             with _nul_refused():
-                cursor.executemany(translated.sql, rows)
+                cursor.executemany(text, [row for _, row in rows])
         return cursor
 
 

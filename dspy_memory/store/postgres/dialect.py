@@ -3,7 +3,9 @@
 The store writes one SQL text per statement, in the subset SQLite and PostgreSQL share. What
 still differs is mechanical and translated here, once per distinct statement (cached):
 - `?` placeholders become `%s` (and a literal `%` becomes `%%`);
-- `IS ?` / `IS NOT ?` (SQLite's null-safe equality) become `IS [NOT] DISTINCT FROM`;
+- `x IS ?` / `x IS NOT ?` (SQLite's null-safe equality) become `x IS [NOT] NULL` when the value
+  is None and `x = %s` / `x <> %s` otherwise, decided per execution (`IS NOT DISTINCT FROM` would
+  say the same, but no index can serve it);
 - list parameters, bound as a JSON array: `x IN (SELECT value FROM json_each(?))` becomes
   `x = ANY(%s)` and `json_each(?) AS c CROSS JOIN ...` becomes `unnest(%s::bigint[])`, with the
   parameter decoded to a list; `json_each(<column or ?>) alias` becomes
@@ -23,6 +25,7 @@ from typing import Any, NamedTuple
 
 _LITERAL = re.compile(r"'(?:[^']|'')*'")
 _LIST_MARK = "\x00"
+_IS_MARK, _IS_NOT_MARK = "\x01", "\x02"
 _IN_LIST = re.compile(r"\b(NOT\s+)?IN\s*\(\s*SELECT\s+value\s+FROM\s+json_each\(\?\)\s*\)", re.IGNORECASE)
 _CANDIDATES = re.compile(r"json_each\(\?\)\s+AS\s+(\w+)\s+CROSS\s+JOIN\b", re.IGNORECASE)
 _JSON_EACH = re.compile(r"json_each\(([\w.]+|\?)\)\s+(?:AS\s+)?(\w+)", re.IGNORECASE)
@@ -31,13 +34,14 @@ _INDEXED_BY = re.compile(r"\s+INDEXED\s+BY\s+\w+", re.IGNORECASE)
 
 
 class Translated(NamedTuple):
-    sql: str
+    sql: str  # with a mark where a null-safe comparison's operator depends on the value
     lists: tuple[int, ...]  # positions of parameters bound as JSON arrays, passed as lists
+    nullable: tuple[tuple[int, bool], ...]  # (position, negated) of `IS ?` parameters
 
 
 def _code(segment: str) -> str:
     segment = _INDEXED_BY.sub("", segment)
-    segment = _IS_PARAM.sub(lambda m: f"IS {'' if m.group(1) else 'NOT '}DISTINCT FROM ?", segment)
+    segment = _IS_PARAM.sub(lambda m: _IS_NOT_MARK if m.group(1) else _IS_MARK, segment)
     segment = _IN_LIST.sub(lambda m: f"{'<> ALL' if m.group(1) else '= ANY'}({_LIST_MARK})", segment)
     segment = _CANDIDATES.sub(
         lambda m: f"unnest({_LIST_MARK}::bigint[]) AS {m.group(1)}(value) JOIN", segment
@@ -52,6 +56,7 @@ def translate(sql: str) -> Translated:
     """`sql` (shared, SQLite-style placeholders) as PostgreSQL and psycopg read it."""
     parts: list[str] = []
     lists: list[int] = []
+    nullable: list[tuple[int, bool]] = []
     position = 0
     last = 0
     for match in [*_LITERAL.finditer(sql), None]:
@@ -60,28 +65,51 @@ def translate(sql: str) -> Translated:
         for char in code:
             if char == "?":
                 parts.append("%s")
-                position += 1
             elif char == _LIST_MARK:
                 parts.append("%s")
                 lists.append(position)
-                position += 1
+            elif char in (_IS_MARK, _IS_NOT_MARK):
+                parts.append(char)
+                nullable.append((position, char == _IS_NOT_MARK))
             else:
                 parts.append(char)
+                continue
+            position += 1
         if match:
             parts.append(match.group(0).replace("%", "%%"))
             last = match.end()
-    return Translated("".join(parts), tuple(lists))
+    return Translated("".join(parts), tuple(lists), tuple(nullable))
 
 
-def bind(translated: Translated, params: Any) -> Any:
-    """The parameters of one execution, list parameters decoded."""
-    if not translated.lists or params is None:
-        return params
+@lru_cache(maxsize=4096)
+def _with_nulls(sql: str, nulls: tuple[bool, ...]) -> str:
+    """`sql` with each null-safe comparison written for whether its value is None."""
+    pieces = iter(nulls)
+    out = []
+    for char in sql:
+        if char == _IS_MARK:
+            out.append("IS NULL" if next(pieces) else "= %s")
+        elif char == _IS_NOT_MARK:
+            out.append("IS NOT NULL" if next(pieces) else "<> %s")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def prepared(translated: Translated, params: Any) -> tuple[str, Any]:
+    """The SQL and parameters of one execution: list parameters decoded, null-safe comparisons
+    resolved for the values given."""
+    if params is None or not (translated.lists or translated.nullable):
+        return translated.sql, params
     params = list(params)
     for position in translated.lists:
         value = params[position]
         params[position] = json.loads(value) if isinstance(value, str) else list(value)
-    return params
+    if not translated.nullable:
+        return translated.sql, params
+    nulls = tuple(params[position] is None for position, _ in translated.nullable)
+    dropped = {position for (position, _), null in zip(translated.nullable, nulls) if null}
+    return _with_nulls(translated.sql, nulls), [value for i, value in enumerate(params) if i not in dropped]
 
 
 class Row(tuple):
