@@ -75,7 +75,8 @@ def _configure(raw: Any, *, lock_timeout_ms: int) -> None:
     register_vector(raw)
     raw.execute("SET TIME ZONE 'UTC'")
     # A writer waits this long for the write lock (SQLite: busy_timeout), then fails.
-    raw.execute(f"SET lock_timeout = {int(lock_timeout_ms)}")
+    # (0 would mean forever on PostgreSQL; SQLite's busy_timeout 0 means not at all.)
+    raw.execute(f"SET lock_timeout = {max(1, int(lock_timeout_ms))}")
 
 
 class Connections:
@@ -142,12 +143,7 @@ class Connections:
                 return
             if conn.snapshot:
                 raise RuntimeError("a write transaction cannot start inside a read snapshot")
-            conn.raw.execute("BEGIN")
-            try:
-                conn.raw.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
-            except BaseException:
-                conn.raw.execute("ROLLBACK")
-                raise
+            self._begin_locked(conn, wait=True)
             yield from self._outermost(conn)
 
     @contextmanager
@@ -155,16 +151,26 @@ class Connections:
         with self._borrowed() as conn:
             if conn.depth:
                 yield from self._joined(conn)
-                return
-            if conn.snapshot:
+            elif conn.snapshot or not self._begin_locked(conn, wait=False):
                 yield None
-                return
-            conn.raw.execute("BEGIN")
-            if not conn.raw.execute("SELECT pg_try_advisory_xact_lock(%s)", (self._lock_key,)).fetchone()[0]:
-                conn.raw.execute("ROLLBACK")
-                yield None
-                return
-            yield from self._outermost(conn)
+            else:
+                yield from self._outermost(conn)
+
+    def _begin_locked(self, conn: Connection, *, wait: bool) -> bool:
+        """BEGIN and take the write lock, waiting for it (up to lock_timeout) or not; False,
+        with nothing left open, when another writer holds it."""
+        conn.raw.execute("BEGIN")
+        try:
+            if wait:
+                conn.raw.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+                return True
+            taken = conn.raw.execute("SELECT pg_try_advisory_xact_lock(%s)", (self._lock_key,)).fetchone()[0]
+        except BaseException:
+            conn.raw.execute("ROLLBACK")
+            raise
+        if not taken:
+            conn.raw.execute("ROLLBACK")
+        return bool(taken)
 
     @staticmethod
     def _joined(conn: Connection) -> Iterator[Connection]:
