@@ -1,13 +1,21 @@
-"""Store benchmark: add throughput and warm search latency at 1k / 10k / 100k memories.
+"""Store benchmark: add throughput and warm search latency at 1k / 10k / 100k memories, on
+SQLite, PostgreSQL + pgvector, or both side by side.
 
-    python -m evals.bench_store                      # full run (first run embeds ~111k texts)
-    python -m evals.bench_store --sizes 1000,10000   # smaller
+    python -m evals.bench_store                                   # SQLite (first run embeds ~102k texts)
+    python -m evals.bench_store --backend both --sizes 10000,100000
+    python -m evals.bench_store --backend postgres --postgres-url postgresql://me@db/bench
+    python -m evals.bench_store --backend both --sizes 1000000    # the long run (hours, ~20 GB)
 
-For each size, memories go either all into one scope or spread over 100 scopes. Measured:
+For each size, memories go either all into one scope or spread over 100 scopes; each backend
+gets the same memories, vectors and queries (a SQLite file, or a PostgreSQL schema, per
+configuration; without --postgres-url a server is started with pgserver in a temporary folder).
+A PostgreSQL schema is vacuumed and analyzed after loading (what autovacuum would do soon), so
+neither runs during the timed searches. Searches alternate between the backends query by query,
+so both see the same machine. Measured:
 - add throughput with precomputed vectors (the write path without the model);
-- search p50/p95 per recipe, warm, excluding the query embedding (precomputed query vectors)
-  and including it (MiniLM embeds every query; its cache is off);
-- dense recall@10 of the binary coarse pass + exact rescoring against brute-force cosine;
+- search p50/p95/p99 per recipe, warm, excluding the query embedding (precomputed query
+  vectors) and including it (MiniLM embeds every query; its cache is off);
+- dense recall@10 against exact brute-force cosine over the searched scope;
 - with MiniLM in the loop: single-message add latency and batched add throughput.
 Vectors are real MiniLM embeddings, computed once and cached in evals/.cache/.
 """
@@ -15,11 +23,9 @@ Vectors are real MiniLM embeddings, computed once and cached in evals/.cache/.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import random
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,10 +33,10 @@ import numpy as np
 from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder, LocalEmbedder
 from dspy_memory.embed.base import BatchedEmbedder
-from evals.report import RESULTS_DIR, bar_chart, machine, percentile, table, write_json
+from evals.bench_backends import BACKENDS, Places, chart, embed_all, postgres_server
+from evals.report import RESULTS_DIR, machine, percentile, table, write_json
 from evals.synthetic import generate
 
-CACHE_DIR = Path(__file__).resolve().parent / ".cache"
 RECIPES = ("dense", "keyword", "hybrid")
 SCOPES_SPREAD = 100
 
@@ -53,32 +59,8 @@ class PrecomputedEmbedder(BatchedEmbedder):
         return np.stack([self.vectors[text] for text in texts])
 
 
-def embed_all(texts: list[str], model: BatchedEmbedder) -> np.ndarray:
-    """Embed `texts` once per corpus and model; later runs read evals/.cache/."""
-    key = hashlib.sha256(("\n".join(texts) + model.name).encode()).hexdigest()[:16]
-    path = CACHE_DIR / f"vectors-{key}.npy"
-    if path.exists():
-        return np.load(path)
-    print(f"embedding {len(texts)} texts with {model.name} (cached for later runs) ...", flush=True)
-    start = time.perf_counter()
-    chunks = []
-    for offset in range(0, len(texts), 5000):
-        chunks.append(model.embed(texts[offset : offset + 5000]))
-        done = offset + len(chunks[-1])
-        print(f"  {done}/{len(texts)} ({done / (time.perf_counter() - start):.0f}/s)", flush=True)
-    vectors = np.concatenate(chunks).astype(np.float32)
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    np.save(path, vectors)
-    return vectors
-
-
-def timed(fn: Any, repeat: int) -> list[float]:
-    out = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - start) * 1000)
-    return out
+def latency(values: list[float]) -> dict[str, float]:
+    return {f"p{q}": percentile(values, q) for q in (50, 95, 99)}
 
 
 def load(memory: Memory, texts: list[str], *, spread: bool, batch: int) -> float:
@@ -104,13 +86,20 @@ def load(memory: Memory, texts: list[str], *, spread: bool, batch: int) -> float
     return len(texts) / (time.perf_counter() - start)
 
 
-def search_latency(memory: Memory, queries: list[tuple[str, str]], recipe: str) -> list[float]:
-    for question, user in queries:  # warm-up pass: page cache, code cache, statements
-        memory.search(question, user_id=user, k=10, recipe=recipe)
-    return [
-        timed(lambda q=question, u=user: memory.search(q, user_id=u, k=10, recipe=recipe), 1)[0]
-        for question, user in queries
-    ]
+def search_latency(
+    memories: dict[str, Memory], queries: list[tuple[str, str]], recipe: str
+) -> dict[str, list[float]]:
+    """Milliseconds per search on each backend, the backends alternating query by query."""
+    for memory in memories.values():  # warm-up pass: page cache, code cache, statements
+        for question, user in queries:
+            memory.search(question, user_id=user, k=10, recipe=recipe)
+    out: dict[str, list[float]] = {name: [] for name in memories}
+    for question, user in queries:
+        for name, memory in memories.items():
+            start = time.perf_counter()
+            memory.search(question, user_id=user, k=10, recipe=recipe)
+            out[name].append((time.perf_counter() - start) * 1000)
+    return out
 
 
 def dense_recall(
@@ -120,17 +109,89 @@ def dense_recall(
     scope_texts: dict[str, list[str]],
 ) -> float:
     """Recall@10 of the dense recipe against exact cosine over the whole scope."""
-    recalls = []
+    recalls, matrices = [], {}
     for question, user in queries:
         texts = scope_texts[user]
-        matrix = np.stack([vectors[text] for text in texts])
-        exact = {texts[i] for i in np.argsort(-(matrix @ vectors[question]))[:10]}
+        if user not in matrices:
+            matrices[user] = np.stack([vectors[text] for text in texts])
+        exact = {texts[i] for i in np.argsort(-(matrices[user] @ vectors[question]))[:10]}
         found = {hit.content for hit in memory.search(question, user_id=user, k=10, recipe="dense")}
-        recalls.append(len(found & exact) / 10)
+        recalls.append(len(found & exact) / len(exact))  # a scope may hold fewer than 10
     return float(np.mean(recalls))
 
 
+def measure(
+    args: argparse.Namespace,
+    places: Places,
+    backends: tuple[str, ...],
+    subset: list[str],
+    queries: list[tuple[str, str]],
+    vectors: dict[str, np.ndarray],
+    model: BatchedEmbedder,
+    *,
+    spread: bool,
+) -> list[dict[str, Any]]:
+    """One size and layout on every backend: a config dict per backend."""
+    size, layout = len(subset), f"{SCOPES_SPREAD} scopes" if spread else "one scope"
+    scope_texts: dict[str, list[str]] = {}
+    for index, text in enumerate(subset):
+        scope_texts.setdefault(f"user-{index % SCOPES_SPREAD if spread else 0}", []).append(text)
+    memories, locations, configs = {}, {}, {}
+    for backend in backends:
+        locations[backend] = places.location(backend, f"{size}-{'spread' if spread else 'one'}")
+        memory = places.open(locations[backend], PrecomputedEmbedder(vectors, name=model.name, dim=model.dim))
+        memories[backend] = memory
+        configs[backend] = {
+            "backend": backend,
+            "size": size,
+            "layout": layout,
+            "memories_in_searched_scope": size // SCOPES_SPREAD if spread else size,
+            "add_per_s_precomputed": load(memory, subset, spread=spread, batch=args.batch),
+            "search_ms": {},
+        }
+        places.settle(backend, locations[backend])
+    for recipe in RECIPES:
+        for backend, values in search_latency(memories, queries, recipe).items():
+            configs[backend]["search_ms"][f"{recipe} excl. embedding"] = latency(values)
+    for backend, memory in memories.items():
+        configs[backend]["dense_recall_at_10"] = dense_recall(memory, queries[:100], vectors, scope_texts)
+        memory.close()
+    if args.vectors == "minilm":
+        live = {backend: places.open(locations[backend], LocalEmbedder(cache_size=0)) for backend in backends}
+        for recipe in RECIPES:
+            for backend, values in search_latency(
+                live, queries[: args.queries_with_embedding], recipe
+            ).items():
+                configs[backend]["search_ms"][f"{recipe} incl. embedding"] = latency(values)
+        for memory in live.values():
+            memory.close()
+    for backend in backends:
+        configs[backend]["disk_mb"] = places.size_mb(backend, locations[backend])
+        places.drop(backend, locations[backend])
+    return [configs[backend] for backend in backends]
+
+
+def with_model(
+    args: argparse.Namespace, places: Places, location: str, texts: list[str], model: BatchedEmbedder
+) -> dict[str, Any]:
+    """Adds with the model in the loop: batched throughput and single-message latency."""
+    with places.open(location, model) as live:
+        live.add(texts[:8], user_id="warm-up")  # loads the model outside the timing
+        batched = texts[8 : 8 + args.e2e_memories]
+        start = time.perf_counter()
+        for offset in range(0, len(batched), args.e2e_batch):
+            live.add(batched[offset : offset + args.e2e_batch], user_id="user-e2e")
+        rate = len(batched) / (time.perf_counter() - start)
+        single = []
+        for text in texts[8 + args.e2e_memories :]:
+            begin = time.perf_counter()
+            live.add(text, user_id="user-single")
+            single.append((time.perf_counter() - begin) * 1000)
+    return {"batched_add_per_s": rate, "single_add_ms": latency(single)}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    backends = BACKENDS if args.backend == "both" else (args.backend,)
     sizes = [int(size) for size in args.sizes.split(",")]
     largest = max(sizes)
     extra = 8 + args.e2e_memories + args.single_adds
@@ -146,108 +207,101 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     all_texts = texts + fresh_texts + questions
     matrix = embed_all(all_texts, model) if args.vectors == "minilm" else model.embed(all_texts)
     vectors = dict(zip(all_texts, matrix))
-    results: dict[str, Any] = {"configs": [], "machine": machine(), "vectors": model.name}
-
-    with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
+    results: dict[str, Any] = {
+        "backends": list(backends),
+        "configs": [],
+        "machine": machine(),
+        "vectors": model.name,
+        "with_model": {},
+    }
+    with (
+        tempfile.TemporaryDirectory(dir=args.tmp) as tmp,
+        postgres_server(args.postgres_url, backends) as (url, server),
+    ):
+        results["postgres"] = server
+        places = Places(tmp, url, {"partitions": args.postgres_partitions})
+        results["postgres_partitions"] = args.postgres_partitions
         for size in sizes:
             for spread in (False, True):
-                layout = f"{SCOPES_SPREAD} scopes" if spread else "one scope"
-                db = str(Path(tmp) / f"bench-{size}-{'spread' if spread else 'one'}.db")
-                subset = texts[:size]
-                embedder = PrecomputedEmbedder(vectors, name=model.name, dim=model.dim)
-                memory = Memory(db, embedder=embedder)
-                add_rate = load(memory, subset, spread=spread, batch=args.batch)
-                scope_texts: dict[str, list[str]] = {}
-                for index, text in enumerate(subset):
-                    scope_texts.setdefault(f"user-{index % SCOPES_SPREAD if spread else 0}", []).append(text)
                 queries = [
                     (corpus[i].question, f"user-{i % SCOPES_SPREAD if spread else 0}") for i in picks[size]
                 ]
-                config: dict[str, Any] = {
-                    "size": size,
-                    "layout": layout,
-                    "memories_in_searched_scope": size // SCOPES_SPREAD if spread else size,
-                    "add_per_s_precomputed": add_rate,
-                    "file_mb": Path(db).stat().st_size / 1e6,
-                    "search_ms": {},
-                }
-                for recipe in RECIPES:
-                    latencies = search_latency(memory, queries, recipe)
-                    config["search_ms"][f"{recipe} excl. embedding"] = {
-                        "p50": percentile(latencies, 50),
-                        "p95": percentile(latencies, 95),
-                    }
-                config["dense_recall_at_10"] = dense_recall(memory, queries[:100], vectors, scope_texts)
-                memory.close()
-                if args.vectors == "minilm":
-                    with Memory(db, embedder=LocalEmbedder(cache_size=0)) as live:
-                        for recipe in RECIPES:
-                            latencies = search_latency(live, queries[: args.queries_with_embedding], recipe)
-                            config["search_ms"][f"{recipe} incl. embedding"] = {
-                                "p50": percentile(latencies, 50),
-                                "p95": percentile(latencies, 95),
-                            }
-                results["configs"].append(config)
-                print(f"done: {size} memories, {layout}", flush=True)
-
-        live_model = (
-            LocalEmbedder(cache_size=0) if args.vectors == "minilm" else HashEmbedder(384, cache_size=0)
-        )
-        with Memory(str(Path(tmp) / "e2e.db"), embedder=live_model) as live:
-            live.add(fresh_texts[:8], user_id="warm-up")  # loads the model outside the timing
-            batched = fresh_texts[8 : 8 + args.e2e_memories]
-            start = time.perf_counter()
-            for offset in range(0, len(batched), args.e2e_batch):
-                live.add(batched[offset : offset + args.e2e_batch], user_id="user-e2e")
-            results["batched_add_per_s_with_model"] = len(batched) / (time.perf_counter() - start)
-            single = []
-            for text in fresh_texts[8 + args.e2e_memories :]:
-                begin = time.perf_counter()
-                live.add(text, user_id="user-single")
-                single.append((time.perf_counter() - begin) * 1000)
-            results["single_add_ms_with_model"] = {
-                "p50": percentile(single, 50),
-                "p95": percentile(single, 95),
-            }
+                results["configs"] += measure(
+                    args, places, backends, texts[:size], queries, vectors, model, spread=spread
+                )
+                print(f"done: {size} memories, {results['configs'][-1]['layout']}", flush=True)
+        for backend in backends:
+            live_model = (
+                LocalEmbedder(cache_size=0) if args.vectors == "minilm" else HashEmbedder(384, cache_size=0)
+            )
+            results["live_model"] = live_model.name
+            location = places.location(backend, "e2e")
+            results["with_model"][backend] = with_model(args, places, location, fresh_texts, live_model)
+            places.drop(backend, location)
     return results
 
 
-def report(results: dict[str, Any]) -> None:
+def report(results: dict[str, Any]) -> str:
+    """The tables, backends side by side; printed and returned."""
+    backends = results["backends"]
+    by_key = {(c["size"], c["layout"], c["backend"]): c for c in results["configs"]}
+    shapes = list(
+        dict.fromkeys((c["size"], c["layout"], c["memories_in_searched_scope"]) for c in results["configs"])
+    )
     rows = []
-    for config in results["configs"]:
-        for name, latency in config["search_ms"].items():
-            rows.append(
-                [
-                    config["size"],
-                    config["layout"],
-                    config["memories_in_searched_scope"],
-                    name,
-                    latency["p50"],
-                    latency["p95"],
-                ]
-            )
-    print(f"\nSearch latency, warm, k=10 (vectors: {results['vectors']})\n")
-    print(table(["memories", "layout", "in scope", "recipe", "p50 ms", "p95 ms"], rows))
-    print("\nWrites and dense quality\n")
-    print(
+    for size, layout, in_scope in shapes:
+        for name in by_key[(size, layout, backends[0])]["search_ms"]:
+            row: list[Any] = [size, layout, in_scope, name]
+            for backend in backends:
+                found = by_key[(size, layout, backend)]["search_ms"][name]
+                row += [found["p50"], found["p99"]]
+            rows.append(row)
+    per_backend = [f"{b} {what}" for b in backends for what in ("p50 ms", "p99 ms")]
+    out = [f"Search latency, warm, k=10 (vectors: {results['vectors']})", ""]
+    out.append(table(["memories", "layout", "in scope", "recipe", *per_backend], rows))
+    out += ["", "Writes, dense quality and disk", ""]
+    columns = ("add/s (precomputed vectors)", "dense recall@10 vs exact", "disk MB")
+    keys = ("add_per_s_precomputed", "dense_recall_at_10", "disk_mb")
+    out.append(
         table(
-            ["memories", "layout", "add/s (precomputed vectors)", "dense recall@10 vs exact", "file MB"],
+            ["memories", "layout", *(f"{b} {c}" for c in columns for b in backends)],
             [
-                [c["size"], c["layout"], c["add_per_s_precomputed"], c["dense_recall_at_10"], c["file_mb"]]
-                for c in results["configs"]
+                [size, layout, *(by_key[(size, layout, b)][key] for key in keys for b in backends)]
+                for size, layout, _ in shapes
             ],
         )
     )
-    single = results["single_add_ms_with_model"]
-    print(
-        f"\nWith the model in the loop: batched add {results['batched_add_per_s_with_model']:.0f} "
-        f"memories/s; single-message add p50 {single['p50']:.1f} ms, p95 {single['p95']:.1f} ms"
+    out += ["", f"With the model in the loop ({results['live_model']} embeds every text)", ""]
+    out.append(
+        table(
+            ["backend", "batched add memories/s", "single add p50 ms", "single add p99 ms"],
+            [
+                [b, m["batched_add_per_s"], m["single_add_ms"]["p50"], m["single_add_ms"]["p99"]]
+                for b, m in results["with_model"].items()
+            ],
+        )
     )
+    text = "\n".join(out)
+    print("\n" + text)
+    return text
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--backend", choices=(*BACKENDS, "both"), default="sqlite")
+    parser.add_argument(
+        "--postgres-url",
+        default=None,
+        help="a PostgreSQL server with pgvector (a schema per configuration is created and dropped "
+        "in it); default: start one with pgserver in a temporary folder",
+    )
+    parser.add_argument(
+        "--postgres-partitions",
+        type=int,
+        default=1,
+        help="hash partitions of PostgreSQL's search tables by user (postgres.partitions; 1: none)",
     )
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--queries", type=int, default=200, help="queries per configuration")
@@ -265,25 +319,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="minilm: real MiniLM vectors; test: hash vectors (smoke runs only)",
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--tmp", default=None, help="folder for the benchmark databases")
+    parser.add_argument("--tmp", default=None, help="folder for the SQLite benchmark files")
     parser.add_argument("--out", default=str(RESULTS_DIR / "bench_store.json"))
     parser.add_argument("--plot", default=str(RESULTS_DIR / "bench_store.png"))
     args = parser.parse_args(argv)
     results = run(args)
-    report(results)
+    results["report"] = report(results)
     write_json(args.out, results)
-    groups = [f"{c['size'] // 1000}k {c['layout']}" for c in results["configs"]]
-    bar_chart(
-        args.plot,
-        groups,
-        {
-            recipe: [c["search_ms"][f"{recipe} excl. embedding"]["p50"] for c in results["configs"]]
-            for recipe in RECIPES
-        },
-        title="Search p50, warm, excluding query embedding",
-        ylabel="ms (log scale)",
-        log=True,
-    )
+    chart(args.plot, results, RECIPES)
     print(f"\nwrote {args.out} and {args.plot}")
     return results
 

@@ -33,8 +33,30 @@ def test_bench_store_runs_at_tiny_sizes(tmp_path, capsys):
     for config in saved["configs"]:
         assert set(config["search_ms"]) == {f"{r} excl. embedding" for r in ("dense", "keyword", "hybrid")}
         assert config["add_per_s_precomputed"] > 0
-    assert saved["batched_add_per_s_with_model"] > 0
+    assert saved["with_model"]["sqlite"]["batched_add_per_s"] > 0
     assert "Search latency" in capsys.readouterr().out
+
+
+def test_bench_store_puts_both_backends_side_by_side(tmp_path, capsys, postgres_server):
+    results = main(
+        ["--backend", "both", "--postgres-url", postgres_server, "--sizes", "150", "--queries", "8"]
+        + ["--vectors", "test", "--e2e-memories", "10", "--e2e-batch", "5", "--single-adds", "2"]
+        + ["--tmp", str(tmp_path), "--out", str(tmp_path / "b.json"), "--plot", str(tmp_path / "b.png")]
+    )
+    assert [(c["backend"], c["layout"]) for c in results["configs"]] == [
+        ("sqlite", "one scope"), ("postgres", "one scope"), ("sqlite", "100 scopes"), ("postgres", "100 scopes"),
+    ]  # fmt: skip
+    for config in results["configs"]:
+        assert config["dense_recall_at_10"] > 0.5 and config["disk_mb"] > 0
+        assert all(latency["p99"] >= latency["p50"] > 0 for latency in config["search_ms"].values())
+    assert set(results["with_model"]) == {"sqlite", "postgres"}
+    out = capsys.readouterr().out
+    assert "sqlite p50 ms | sqlite p99 ms | postgres p50 ms | postgres p99 ms" in out
+    import psycopg  # every schema the run made is gone
+
+    with psycopg.connect(postgres_server) as conn:
+        left = conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'bench_%'").fetchone()[0]
+    assert left == 0 and (tmp_path / "b.png").exists()
 
 
 def test_write_cost_runs_and_fused_makes_one_call_per_session(tmp_path, capsys):

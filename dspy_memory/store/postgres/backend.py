@@ -59,7 +59,9 @@ def probe(url: str) -> dict[str, Any]:
             "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"
         ).fetchone()
         has_schema = raw.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()[0]
-        version = raw.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] if has_schema else None
+        version = (
+            raw.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] if has_schema else None
+        )
     return {
         "server": server,
         "pgvector": installed[0] if installed else None,

@@ -6,7 +6,10 @@ time, kind) apply after it, so a small tenant inside a large table could get few
 exist. The per-partition row counts decide instead: a partition of up to `exact_max_rows`
 rows is scanned exactly (ordered by an expression the index cannot serve), a larger one through
 HNSW with `ef_search` at least the coarse candidate count, widened (and finally scanned
-exactly) while the filters reject too many. Distances are exact cosine either way, so there is
+exactly) while the filters reject too many. A partition that holds at least half of the table's
+vectors loses little to filtering after the graph, so from EXACT_ALWAYS_ROWS rows it goes
+through HNSW too: measured at 10k MiniLM vectors in one scope, 1.6-2.2 ms against 6.4-7.7 ms
+exact, recall@10 0.999 (ef_search 128). Distances are exact cosine either way, so there is
 nothing to rescore.
 """
 
@@ -20,6 +23,7 @@ import numpy as np
 from dspy_memory.store.queries import CANDIDATES_FROM, SIGNAL_COLUMNS, Candidate
 
 EF_SEARCH_MAX = 1000  # pgvector's largest hnsw.ef_search
+EXACT_ALWAYS_ROWS = 4096  # a partition this small is scanned exactly, whatever its share
 
 
 class VectorIndex:
@@ -110,16 +114,36 @@ class VectorIndex:
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
-        # An expression the HNSW index cannot order by makes the scan exact.
-        order = "(embedding <=> ?) + 0" if exact else "embedding <=> ?"
+        # An expression the HNSW index cannot order by makes the scan exact; each row's distance
+        # is computed once (ordered by the output column).
+        distance = "(embedding <=> ?) + 0" if exact else "embedding <=> ?"
         if not exact:
             conn.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(count, EF_SEARCH_MAX))}")
         rows = conn.execute(
-            f"SELECT row_id, embedding <=> ? FROM memory_vectors "
-            f"{'WHERE ' + ' AND '.join(where) if where else ''} ORDER BY {order} LIMIT ?",
-            [query, *params, query, count],
+            f"SELECT row_id, {distance} AS distance FROM memory_vectors "
+            f"{'WHERE ' + ' AND '.join(where) if where else ''} ORDER BY distance LIMIT ?",
+            [query, *params, count],
         ).fetchall()
         return [(row[0], float(row[1])) for row in rows]
+
+    @staticmethod
+    def _kept(
+        conn: Any, row_ids: list[int], n: int, *, predicate: str, params: list[Any], reference: str
+    ) -> list[Any]:
+        """Signal rows of the nearest `row_ids` (best first) that satisfy `predicate`: checked a
+        chunk at a time from the nearest, until `n` are kept. The distances are exact already,
+        so the n best kept rows are the n nearest that pass. Measured at 100k memories: 128
+        candidates cost 1.9-2.7 ms in the predicate query, the 60 nearest ~1 ms."""
+        kept: list[Any] = []
+        step = max(2 * n, 32)
+        for start in range(0, len(row_ids), step):
+            kept += conn.execute(
+                f"SELECT {SIGNAL_COLUMNS} FROM {CANDIDATES_FROM} WHERE {predicate}",
+                [reference, json.dumps(row_ids[start : start + step]), *params],
+            ).fetchall()
+            if len(kept) >= n:
+                break
+        return kept
 
     def search(
         self,
@@ -139,21 +163,21 @@ class VectorIndex:
         (SQL over `memories m`), best first. `conn` is inside a snapshot (SET LOCAL)."""
         if n <= 0:
             return []
-        _, row_count = self.sizes(conn, partition)
+        total, row_count = self.sizes(conn, partition)
         if row_count == 0:
             return []
         query = np.ascontiguousarray(query, dtype=np.float32)
-        exact = row_count <= self.exact_max_rows
+        dominant = row_count > EXACT_ALWAYS_ROWS and 2 * row_count >= total
+        exact = row_count <= self.exact_max_rows and not dominant
         count = min(max(coarse, n), row_count)
         while True:
             near = self.nearest(
                 conn, query, count, partition=partition, agent_id=agent_id, run_id=run_id, exact=exact
             )
             distance = dict(near)
-            kept = conn.execute(
-                f"SELECT {SIGNAL_COLUMNS} FROM {CANDIDATES_FROM} WHERE {predicate}",
-                [reference, json.dumps(list(distance)), *params],
-            ).fetchall()
+            kept = self._kept(
+                conn, list(distance), n, predicate=predicate, params=params, reference=reference
+            )
             if len(kept) >= n or count >= row_count:
                 break
             if len(near) < count and not exact:  # the graph gave out before the filters were met

@@ -1,0 +1,214 @@
+"""What evals/bench_store.py needs besides the measurements: the vector cache, and the two store
+backends it runs side by side (a SQLite file per configuration; a PostgreSQL schema per
+configuration on one server, started with pgserver unless --postgres-url names one)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+
+from dspy_memory.embed.base import BatchedEmbedder
+
+CACHE_DIR = Path(__file__).resolve().parent / ".cache"
+BACKENDS = ("sqlite", "postgres")
+
+
+def embed_all(texts: list[str], model: BatchedEmbedder) -> np.ndarray:
+    """`texts` embedded by `model`, through a cache per model in evals/.cache/ keyed by text: a
+    run embeds only texts no earlier run did (the synthetic corpus is prefix-stable, so the
+    100k run's vectors serve every smaller --sizes)."""
+    stem = CACHE_DIR / f"texts-{hashlib.sha256(model.name.encode()).hexdigest()[:16]}"
+    known: list[str] = (
+        json.loads(stem.with_suffix(".json").read_text()) if stem.with_suffix(".json").exists() else []
+    )
+    stored = np.load(stem.with_suffix(".npy")) if known else np.zeros((0, model.dim), np.float32)
+    index = {text: i for i, text in enumerate(known)}
+    missing = list(dict.fromkeys(text for text in texts if text not in index))
+    if missing:
+        print(f"embedding {len(missing)} texts with {model.name} (cached for later runs) ...", flush=True)
+        start, chunks = time.perf_counter(), []
+        for offset in range(0, len(missing), 5000):
+            chunks.append(model.embed(missing[offset : offset + 5000]).astype(np.float32))
+            done = offset + len(chunks[-1])
+            print(f"  {done}/{len(missing)} ({done / (time.perf_counter() - start):.0f}/s)", flush=True)
+        stored = np.concatenate([stored, *chunks])
+        known += missing
+        index.update((text, len(known) - len(missing) + i) for i, text in enumerate(missing))
+        CACHE_DIR.mkdir(parents=True, exist_ok=True)
+        np.save(stem.with_suffix(".npy"), stored)
+        stem.with_suffix(".json").write_text(json.dumps(known), encoding="utf-8")
+    return stored[[index[text] for text in texts]]
+
+
+def with_search_path(url: str, schema: str) -> str:
+    """`url` with its tables in `schema` (pgvector's type stays reachable through public)."""
+    option = quote(f"-csearch_path={schema},public")
+    return f"{url}{'&' if '?' in url else '?'}options={option}"
+
+
+class Places:
+    """Where each configuration's store lives: `location(backend, name)` is a SQLite file in
+    `tmp` or a URL of a fresh PostgreSQL schema; `size_mb` what it takes on disk."""
+
+    def __init__(self, tmp: str, postgres_url: str | None, postgres: dict[str, Any] | None = None) -> None:
+        self.tmp = Path(tmp)
+        self.url = postgres_url
+        self.postgres = postgres or {}  # PostgresConfig settings, e.g. {"partitions": 16}
+        self.schema_of: dict[str, str] = {}
+
+    def open(self, location: str, embedder: Any) -> Any:
+        """A Memory at `location` (with the PostgreSQL settings when it is a schema URL)."""
+        from dspy_memory import Memory
+
+        extra = {"postgres": self.postgres} if location in self.schema_of and self.postgres else {}
+        return Memory(location, embedder=embedder, **extra)
+
+    def location(self, backend: str, name: str) -> str:
+        if backend == "sqlite":
+            return str(self.tmp / f"{name}.db")
+        import psycopg
+
+        schema = "bench_" + re.sub(r"\W", "_", name)
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+            conn.execute(f"CREATE SCHEMA {schema}")
+        url = with_search_path(self.url, schema)
+        self.schema_of[url] = schema
+        return url
+
+    def size_mb(self, backend: str, location: str) -> float:
+        if backend == "sqlite":
+            return sum(p.stat().st_size for p in Path(location).parent.glob(Path(location).name + "*")) / 1e6
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
+            total = conn.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
+                (self.schema_of[location],),
+            ).fetchone()[0]
+        return float(total) / 1e6
+
+    def settle(self, backend: str, location: str) -> None:
+        """After a bulk load, bring PostgreSQL to the state autovacuum would reach soon (VACUUM
+        ANALYZE: planner statistics, the GIN pending list merged, visibility map set) and
+        checkpoint, so neither runs in the middle of the timed searches. SQLite needs nothing."""
+        if backend != "postgres":
+            return
+        import psycopg
+
+        schema = self.schema_of[location]
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            tables = conn.execute(
+                "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND c.relkind IN ('r', 'p')",
+                (schema,),
+            ).fetchall()
+            for (table,) in tables:
+                conn.execute(f'VACUUM ANALYZE "{schema}"."{table}"')
+            conn.execute("CHECKPOINT")
+
+    def drop(self, backend: str, location: str) -> None:
+        """Free the disk of a configuration measured already."""
+        if backend == "sqlite":
+            for path in Path(location).parent.glob(Path(location).name + "*"):
+                path.unlink()
+            return
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {self.schema_of.pop(location)} CASCADE")
+
+
+@contextmanager
+def postgres_server(
+    url: str | None, backends: tuple[str, ...]
+) -> Iterator[tuple[str | None, dict[str, Any]]]:
+    """(`url`, facts about the server) when PostgreSQL is measured: `url` as given, else a
+    server started with pgserver in a temporary folder and stopped afterwards."""
+    if "postgres" not in backends:
+        yield None, {}
+        return
+    folder, server = None, None
+    if url is None:
+        try:
+            import pgserver
+        except ImportError:
+            raise SystemExit(
+                "no --postgres-url and no pgserver to start one: pip install pgserver, or name a server"
+            ) from None
+        folder = tempfile.mkdtemp(prefix="bench-pg-")
+        server = pgserver.get_server(folder, cleanup_mode="stop")
+        url = server.get_uri()
+    try:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            about = {
+                "server": conn.execute("SHOW server_version").fetchone()[0],
+                "pgvector": conn.execute(
+                    "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+                ).fetchone()[0],
+                "shared_buffers": conn.execute("SHOW shared_buffers").fetchone()[0],
+                "started_by_bench": server is not None,
+            }
+        yield url, about
+    finally:
+        if server is not None:
+            server.cleanup()
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def chart(path: str | Path, results: dict[str, Any], recipes: tuple[str, ...]) -> Path:
+    """Search p50 excluding the embedding per configuration: a bar per backend and recipe (the
+    legend beside the plot, log scale)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import ScalarFormatter
+
+    shapes = list(dict.fromkeys((c["size"], c["layout"]) for c in results["configs"]))
+    found = {(c["size"], c["layout"], c["backend"]): c["search_ms"] for c in results["configs"]}
+    series = [(backend, recipe) for backend in results["backends"] for recipe in recipes]
+    fig, ax = plt.subplots(figsize=(max(7, 1.6 * len(shapes) + 3), 4.2))
+    width = 0.8 / len(series)
+    for index, (backend, recipe) in enumerate(series):
+        values = [found[(*shape, backend)][f"{recipe} excl. embedding"]["p50"] for shape in shapes]
+        positions = [g + index * width - 0.4 + width / 2 for g in range(len(shapes))]
+        bars = ax.bar(
+            positions,
+            values,
+            width,
+            label=f"{backend} {recipe}",
+            hatch="//" if index >= len(recipes) else None,
+        )
+        ax.bar_label(bars, fmt="%.3g", fontsize=6)
+    labels = [f"{size // 1000}k {layout}" if size >= 1000 else f"{size} {layout}" for size, layout in shapes]
+    ax.set_xticks(range(len(shapes)), labels)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.set_ylabel("ms (log scale)")
+    ax.set_title("Search p50, warm, k=10, excluding the query embedding")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
