@@ -85,3 +85,26 @@ def query_terms(text: str, *, drop_stopwords: bool = True, max_terms: int = 32) 
         content = [term for term in terms if term not in STOPWORDS]
         terms = content or terms
     return terms[:max_terms]
+
+
+def budgeted_terms(terms: list[str], estimates: list[float], budget: float) -> tuple[list[str], bool] | None:
+    """Which of `terms` to rank, given how many rows each is `estimated` to match, so that the
+    rows ranked stay within `budget` (ranking costs per matched row): rarest first while they
+    fit (the most common then select nothing, as in Elasticsearch's common-terms query), or every
+    term required when even the rarest matches more. None when no term matches anything."""
+    present = sorted(
+        (estimate, index, term)
+        for index, (term, estimate) in enumerate(zip(terms, estimates))
+        if estimate > 0
+    )
+    if not present:
+        return None
+    if present[0][0] > budget:
+        return [term for _, _, term in present], True
+    chosen, spent = [], 0.0
+    for estimate, _, term in present:
+        if chosen and spent + estimate > budget:
+            break
+        chosen.append(term)
+        spent += estimate
+    return chosen, False

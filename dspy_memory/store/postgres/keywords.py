@@ -23,6 +23,7 @@ from collections import OrderedDict
 from typing import Any
 
 from dspy_memory.store.backend import NO_USER
+from dspy_memory.store.keyword import budgeted_terms
 from dspy_memory.store.queries import CANDIDATES_FROM, SIGNAL_COLUMNS, Candidate
 
 CONFIG = "english"
@@ -118,20 +119,7 @@ class KeywordIndex:
         if rows <= self.score_budget:
             return terms, False
         counts = self.frequencies(conn, terms, partition, cap=self.score_budget, rows=rows)
-        present = sorted(
-            (count, index, term) for index, (term, count) in enumerate(zip(terms, counts)) if count
-        )
-        if not present:
-            return None
-        if present[0][0] > self.score_budget:
-            return [term for _, _, term in present], True
-        chosen, spent = [], 0
-        for count, _, term in present:
-            if chosen and spent + count > self.score_budget:
-                break
-            chosen.append(term)
-            spent += count
-        return chosen, False
+        return budgeted_terms(terms, counts, self.score_budget)
 
     def search(
         self,

@@ -8,6 +8,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from dspy_memory.store.keyword import budgeted_terms
 from dspy_memory.store.queries import CANDIDATES_FROM, SIGNAL_COLUMNS, Candidate
 
 # A purge that removes at least this share of the keyword index rebuilds the index ('rebuild':
@@ -190,24 +191,8 @@ class KeywordIndex:
             return terms, use_tokens, False
         cap = int(self.score_budget / max(share, 1e-9))
         counts = self.frequencies(conn, terms, cap=cap, total_rows=total_rows)
-        present = sorted(
-            (
-                (count * share, index, term)
-                for index, (term, count) in enumerate(zip(terms, counts))
-                if count > 0
-            )
-        )
-        if not present:
-            return None
-        if present[0][0] > self.score_budget:
-            return [term for _, _, term in present], use_tokens, True
-        chosen, spent = [], 0.0
-        for estimate, _, term in present:
-            if chosen and spent + estimate > self.score_budget:
-                break
-            chosen.append(term)
-            spent += estimate
-        return chosen, use_tokens, False
+        chosen = budgeted_terms(terms, [count * share for count in counts], self.score_budget)
+        return None if chosen is None else (chosen[0], use_tokens, chosen[1])
 
     def search(
         self,
