@@ -4,7 +4,7 @@ SQLite, PostgreSQL + pgvector, or both side by side.
     python -m evals.bench_store                                   # SQLite (first run embeds ~102k texts)
     python -m evals.bench_store --backend both --sizes 10000,100000
     python -m evals.bench_store --backend postgres --postgres-url postgresql://me@db/bench
-    python -m evals.bench_store --backend both --sizes 1000000    # the long run (hours, ~20 GB)
+    python -m evals.bench_store --backend both --sizes 1000000    # the long run (hours, ~15 GB of disk)
 
 For each size, memories go either all into one scope or spread over 100 scopes; each backend
 gets the same memories, vectors and queries (a SQLite file, or a PostgreSQL schema, per

@@ -39,7 +39,8 @@ def test_bench_store_runs_at_tiny_sizes(tmp_path, capsys):
 
 def test_bench_store_puts_both_backends_side_by_side(tmp_path, capsys, postgres_server):
     results = main(
-        ["--backend", "both", "--postgres-url", postgres_server, "--sizes", "150", "--queries", "8"]
+        ["--backend", "both", "--postgres-url", postgres_server, "--postgres-partitions", "4"]
+        + ["--sizes", "150", "--queries", "8"]
         + ["--vectors", "test", "--e2e-memories", "10", "--e2e-batch", "5", "--single-adds", "2"]
         + ["--tmp", str(tmp_path), "--out", str(tmp_path / "b.json"), "--plot", str(tmp_path / "b.png")]
     )
@@ -49,7 +50,7 @@ def test_bench_store_puts_both_backends_side_by_side(tmp_path, capsys, postgres_
     for config in results["configs"]:
         assert config["dense_recall_at_10"] > 0.5 and config["disk_mb"] > 0
         assert all(latency["p99"] >= latency["p50"] > 0 for latency in config["search_ms"].values())
-    assert set(results["with_model"]) == {"sqlite", "postgres"}
+    assert set(results["with_model"]) == {"sqlite", "postgres"} and results["postgres_partitions"] == 4
     out = capsys.readouterr().out
     assert "sqlite p50 ms | sqlite p99 ms | postgres p50 ms | postgres p99 ms" in out
     import psycopg  # every schema the run made is gone
