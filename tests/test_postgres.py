@@ -5,6 +5,8 @@ suites run on both backends: tests marked `backends`.)"""
 
 from __future__ import annotations
 
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -251,3 +253,34 @@ def test_doctor_reports_the_server_pgvector_and_the_schema(pg_url, tmp_path):
     assert f"schema version {MIGRATIONS[-1].version}" in postgres_line(pg_url).detail
     down = postgres_line(f"postgresql://ada:pw@/nodb?host={tmp_path}&port=1")
     assert down.status == "fail" and "cannot connect" in down.detail and "pw" not in down.detail
+
+
+def test_an_erased_vector_leaves_the_hnsw_index_file(pg_url):
+    """An erased vector is gone from the HNSW index file once delete() returns (the file is read
+    from the test server's data folder). compact() forces index cleanup because plain VACUUM
+    skips it when few rows died (seen at 100k memories; this small table does not reach that).
+    One-hot vectors: unit length already, so the index (which normalizes for cosine) stores
+    exactly these bytes; the secret's is the only one with its 1.0 in the last place."""
+    from dspy_memory import CallableEmbedder
+
+    def one_hot(texts):
+        return [
+            [1.0 if i == (63 if "secret" in text else 1 + len(text) % 62) else 0.0 for i in range(64)]
+            for text in texts
+        ]
+
+    with Memory(pg_url, embedder=CallableEmbedder(one_hot, name="one-hot-v1")) as memory:
+        memory.add([f"background note {'x' * (i % 90)} {i}" for i in range(200)], user_id="bob", infer=False)
+        [record] = memory.add("Ada's secret is zanzibarquartz.", user_id="ada", infer=False).memories
+        vector = np.array(one_hot(["secret"])[0], dtype=np.float32).tobytes()
+        with Raw(pg_url) as raw:
+            folder = raw.execute("SHOW data_directory").fetchone()[0]
+            if not pathlib.Path(folder).is_dir():
+                pytest.skip("the server's files are not on this machine")
+            relative = raw.execute("SELECT pg_relation_filepath('memory_vectors_hnsw')").fetchone()[0]
+            raw.execute("CHECKPOINT")
+            index_file = pathlib.Path(folder) / relative
+            assert vector in index_file.read_bytes(), "the scan must see the vector before the erasure"
+            memory.delete(record.id, user_id="ada")
+            raw.execute("CHECKPOINT")
+            assert vector not in index_file.read_bytes()

@@ -126,16 +126,17 @@ class PostgresBackend:
         return VectorIndex(exact_max_rows=self.exact_max_rows)
 
     def keyword_index(self, *, score_budget: int, context_weight: float) -> KeywordIndex:
-        return KeywordIndex(context_weight=context_weight)
+        return KeywordIndex(context_weight=context_weight, score_budget=score_budget)
 
     def compact(self) -> int:
-        """VACUUM the tables erasure changed: dead row versions leave the heap pages and the
-        indexes, so no query, index scan or later page read finds them. What VACUUM does not do
-        (docs/scaling.md, "Erasure"): zero the freed bytes inside pages, or reach WAL segments,
-        replicas and backups that still hold them."""
+        """VACUUM the tables erasure changed, index cleanup forced: dead row versions leave the
+        heap pages and every index (plain VACUUM skips index cleanup when few rows died, which
+        left an erased vector inside the HNSW index), so no query or index scan finds them. What
+        VACUUM does not do (docs/scaling.md, "Erasure"): zero the freed bytes inside pages, or
+        reach WAL segments, replicas and backups that still hold them."""
         with self.conns.read() as conn:
             for table in _ERASED_TABLES:
-                conn.execute(f"VACUUM {table}")
+                conn.execute(f"VACUUM (INDEX_CLEANUP ON) {table}")
         return 0
 
     def reset_sequences(self, conn: Any) -> None:

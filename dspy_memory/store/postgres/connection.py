@@ -85,6 +85,7 @@ class Connections:
 
         self.path = path
         self._lock_key = lock_key
+        self._lock_timeout_ms = max(1, int(busy_timeout_ms))
         self._local = threading.local()
         self._closed = False
         self._pool = ConnectionPool(
@@ -161,6 +162,9 @@ class Connections:
         with nothing left open, when another writer holds it."""
         conn.raw.execute("BEGIN")
         try:
+            # Also per transaction: behind PgBouncer in transaction mode the session's SET may
+            # belong to another client's server connection.
+            conn.raw.execute(f"SET LOCAL lock_timeout = {self._lock_timeout_ms}")
             if wait:
                 conn.raw.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
                 return True
