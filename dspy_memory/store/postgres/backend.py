@@ -97,8 +97,8 @@ class PostgresBackend:
         self.exact_max_rows = exact_max_rows
         try:
             with psycopg.connect(url, autocommit=True) as raw:
+                # Before the pool opens: its connections register pgvector's type.
                 self._ensure_vector(raw)
-                self._applied = migrate(raw, partitions=partitions)
                 key = lock_key(raw)
         except psycopg.OperationalError as exc:
             raise MemoryFileError(f"cannot connect to {self.path}: {str(exc).strip()}") from None
@@ -120,7 +120,8 @@ class PostgresBackend:
             ) from None
 
     def migrate(self) -> list[int]:
-        return self._applied
+        with self.conns.read() as conn:
+            return migrate(conn.raw, partitions=self.partitions)
 
     def vector_index(self, *, cache_min_rows: int, cache_max_rows: int) -> VectorIndex:
         return VectorIndex(exact_max_rows=self.exact_max_rows)
