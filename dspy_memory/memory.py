@@ -14,6 +14,7 @@ from typing_extensions import Unpack
 from dspy_memory.agent.profile import ProfileUpdate
 from dspy_memory.config import MemoryConfig
 from dspy_memory.errors import InvalidInputError
+from dspy_memory.governance.facade import GovernanceMethods
 from dspy_memory.graph import MemoryGraph
 from dspy_memory.lifecycle.facade import LifecycleMethods
 from dspy_memory.parts import build_parts, config_with
@@ -40,7 +41,7 @@ from dspy_memory.write.inputs import MessagesInput
 logger = logging.getLogger("dspy_memory")
 
 
-class Memory(LifecycleMethods):
+class Memory(LifecycleMethods, GovernanceMethods):
     """Long-term memory in one SQLite file (docs/api.md).
 
     >>> memory = Memory("agent.db")                       # local MiniLM embedder
