@@ -11,7 +11,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 try:  # Python >= 3.11
     import tomllib
@@ -216,6 +216,13 @@ class MemoryConfig(BaseModel):
     # accepted as another name for it.
     path: str = Field("memory.db", validation_alias=AliasChoices("path", "store"))
     postgres: PostgresConfig = Field(default_factory=PostgresConfig)
+    # A passphrase that encrypts the SQLite file (SQLCipher, the `encryption` extra; see
+    # docs/governance.md). None: $DSPY_MEMORY_ENCRYPTION_KEY if set, else a plaintext file.
+    # A SecretStr: repr, logs and JSON dumps show "**********".
+    encryption_key: SecretStr | None = None
+    # Who the audit log names for changes made through this Memory (a service or person), unless
+    # a call says otherwise with `memory.acting_as(...)` (docs/governance.md, "The audit log").
+    actor: str | None = Field(None, min_length=1, max_length=200)
     # "local" (MiniLM), "local:<model>", "ollama:<model>",
     # "openai:<model>", or "test" (deterministic, NOT semantic; for tests only). None: the
     # embedder an existing file was built with, else "local".

@@ -46,6 +46,16 @@ class MemoryFolderMissingError(MemoryFileError, FileNotFoundError):
     """The folder the memory file should go in does not exist."""
 
 
+class EncryptionKeyError(MemoryFileError):
+    """An encrypted file and its key do not fit: a wrong key, a key for a file that is not
+    encrypted, or an encrypted file opened without a key (docs/governance.md)."""
+
+
+class EncryptionUnavailableError(DSPyMemoryError):
+    """A key was given where nothing can encrypt: no SQLCipher driver (pip install
+    'dspy-memory[encryption]'), a driver chosen that cannot, or a PostgreSQL store."""
+
+
 class MemoryClosedError(DSPyMemoryError, RuntimeError):
     """The Memory was closed; open the file again."""
 

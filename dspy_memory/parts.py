@@ -58,6 +58,7 @@ def open_store(config: MemoryConfig, embedder: Any) -> tuple[Store, Embedder]:
     store = Store(
         config.path,
         busy_timeout_ms=config.busy_timeout_ms,
+        encryption_key=config.encryption_key.get_secret_value() if config.encryption_key else None,
         pool_size=config.postgres.pool_size,
         partitions=config.postgres.partitions,
         exact_max_rows=config.postgres.exact_max_rows,

@@ -21,6 +21,7 @@ describe_extras() {
             server) out+=("FastAPI") ;;
             postgres) out+=("the PostgreSQL driver (psycopg, pgvector)") ;;
             graph) out+=("graph exports (graphviz, networkx)") ;;
+            encryption) out+=("SQLCipher for encrypted files (sqlcipher3)") ;;
             dev) out+=("pytest, ruff and a PostgreSQL for the tests (pgserver)") ;;
             ollama | openai | anthropic) out+=("the $extra client") ;;
             *) out+=("$extra") ;;

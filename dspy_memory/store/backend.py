@@ -155,9 +155,16 @@ def is_postgres_url(location: str | os.PathLike[str]) -> bool:
 
 
 def open_backend(location: str | os.PathLike[str], **options: Any) -> Backend:
-    """The backend for a file path (SQLite) or a postgresql:// URL."""
+    """The backend for a file path (SQLite) or a postgresql:// URL. `encryption_key` (else
+    $DSPY_MEMORY_ENCRYPTION_KEY) encrypts a SQLite file (store/sqlite/cipher.py)."""
+    from dspy_memory.store.sqlite.cipher import given_key, postgres_key_error
+
+    encryption_key = given_key(options.get("encryption_key"))
     if is_postgres_url(location):
         from dspy_memory.store.postgres.backend import PostgresBackend
+
+        if encryption_key is not None:
+            raise postgres_key_error()
 
         return PostgresBackend(
             str(location),
@@ -172,4 +179,5 @@ def open_backend(location: str | os.PathLike[str], **options: Any) -> Backend:
         os.fspath(location),
         busy_timeout_ms=options.get("busy_timeout_ms", 10_000),
         driver=options.get("driver"),
+        encryption_key=encryption_key,
     )

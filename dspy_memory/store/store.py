@@ -73,6 +73,7 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts):
         *,
         busy_timeout_ms: int = 10_000,
         driver: str | None = None,
+        encryption_key: str | None = None,
         pool_size: int = 10,
         partitions: int = 1,
         exact_max_rows: int = 20_000,
@@ -84,11 +85,13 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts):
         turn_context_after: int = 1,
         turn_context_gap_minutes: float = 60.0,
     ) -> None:
-        """`path`: a SQLite file (or ":memory:") or a postgresql:// URL."""
+        """`path`: a SQLite file (or ":memory:") or a postgresql:// URL. `encryption_key`: a
+        passphrase that encrypts a SQLite file (None: $DSPY_MEMORY_ENCRYPTION_KEY, if set)."""
         self.backend = open_backend(
             path,
             busy_timeout_ms=busy_timeout_ms,
             driver=driver,
+            encryption_key=encryption_key,
             pool_size=pool_size,
             partitions=partitions,
             exact_max_rows=exact_max_rows,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from dspy_memory.store.sqlite.cipher import looks_encrypted, missing_key_error, raw_key
 from dspy_memory.store.sqlite.connection import Connections, checked_file_path, file_error, resolve_driver
 from dspy_memory.store.sqlite.freespace import zero_free_space
 from dspy_memory.store.sqlite.keywords import KeywordIndex
@@ -41,12 +42,21 @@ class SqliteBackend:
     name = "sqlite"
     json = SqliteJson()
 
-    def __init__(self, path: str, *, busy_timeout_ms: int, driver: str | None = None) -> None:
+    def __init__(
+        self, path: str, *, busy_timeout_ms: int, driver: str | None = None, encryption_key: str | None = None
+    ) -> None:
+        """`encryption_key`: a passphrase (SQLCipher; None: the file is plaintext)."""
         if path != ":memory:" and not path.startswith("file:"):
             path = checked_file_path(path)
         self.path = path
-        self.driver = resolve_driver(driver)
-        self.conns = Connections(path, self.driver, busy_timeout_ms=busy_timeout_ms)
+        self.encrypted = encryption_key is not None
+        if not self.encrypted and looks_encrypted(path):
+            raise missing_key_error(path)
+        # Derived before any connection (once per process), so a bad key fails before the driver
+        # is chosen.
+        key = raw_key(encryption_key) if self.encrypted else None
+        self.driver = resolve_driver(driver, encrypted=self.encrypted)
+        self.conns = Connections(path, self.driver, busy_timeout_ms=busy_timeout_ms, key=key)
 
     @property
     def driver_name(self) -> str:

@@ -22,13 +22,16 @@ from dspy_memory.errors import (
     MemoryFileError,
     MemoryFolderMissingError,
 )
+from dspy_memory.store.sqlite.cipher import apply_key, cipher_version, no_cipher_error
 
 # sqlean.py first: a recent SQLite with extension loading on Linux, macOS and Windows.
 DRIVER_MODULES = ("sqlean", "pysqlite3.dbapi2", "sqlite3")
+# With an encryption key: SQLCipher's driver (the `encryption` extra).
+CIPHER_DRIVER_MODULES = ("sqlcipher3",)
 DRIVER_ENV = "DSPY_MEMORY_SQLITE_DRIVER"
 
 _driver_lock = threading.Lock()
-_driver_cache: dict[tuple[str, ...], ModuleType] = {}
+_driver_cache: dict[tuple[tuple[str, ...], bool], ModuleType] = {}
 
 
 def _load_sqlite_vec(conn: Any) -> None:
@@ -41,7 +44,7 @@ def _load_sqlite_vec(conn: Any) -> None:
         conn.enable_load_extension(False)
 
 
-def _probe(module_name: str) -> tuple[ModuleType | None, str]:
+def _probe(module_name: str, *, cipher: bool = False) -> tuple[ModuleType | None, str]:
     """Return (module, "") if the driver is usable, else (None, why not)."""
     try:
         module = importlib.import_module(module_name)
@@ -63,13 +66,17 @@ def _probe(module_name: str) -> tuple[ModuleType | None, str]:
             conn.execute("CREATE VIRTUAL TABLE temp.fts5_probe USING fts5(x)")
         except Exception:
             return None, "this SQLite has no FTS5"
+        if cipher and cipher_version(conn) is None:
+            return None, "this SQLite cannot encrypt (no SQLCipher)"
         return module, ""
     finally:
         conn.close()
 
 
-def resolve_driver(preferred: str | None = None) -> ModuleType:
-    """Pick the DB-API module to use, or raise an error that says what to install."""
+def resolve_driver(preferred: str | None = None, *, encrypted: bool = False) -> ModuleType:
+    """Pick the DB-API module to use, or raise an error that says what to install.
+    `encrypted`: the driver must be SQLCipher's (a plain SQLite would accept `PRAGMA key` and
+    write plaintext)."""
     try:
         import sqlite_vec  # noqa: F401
     except ImportError:
@@ -77,18 +84,20 @@ def resolve_driver(preferred: str | None = None) -> ModuleType:
             "sqlite-vec is not installed; install it with: pip install sqlite-vec"
         ) from None
     preferred = preferred or os.environ.get(DRIVER_ENV) or None
-    order = (preferred,) if preferred else DRIVER_MODULES
+    order = (preferred,) if preferred else CIPHER_DRIVER_MODULES if encrypted else DRIVER_MODULES
     with _driver_lock:
-        if order in _driver_cache:
-            return _driver_cache[order]
+        if (order, encrypted) in _driver_cache:
+            return _driver_cache[order, encrypted]
         reasons = []
         for name in order:
-            module, why = _probe(name)
+            module, why = _probe(name, cipher=encrypted)
             if module is not None:
-                _driver_cache[order] = module
+                _driver_cache[order, encrypted] = module
                 return module
             reasons.append(f"{name}: {why}")
     tried = "; ".join(reasons)
+    if encrypted:
+        raise no_cipher_error(tried)
     raise ExtensionLoadError(
         "sqlite-vec could not be loaded: no available SQLite driver can load extensions "
         f"with FTS5 (tried {tried}). This Python's sqlite3 cannot load extensions; install "
@@ -96,7 +105,8 @@ def resolve_driver(preferred: str | None = None) -> ModuleType:
     )
 
 
-def open_connection(path: str, driver: ModuleType, *, busy_timeout_ms: int) -> Any:
+def open_connection(path: str, driver: ModuleType, *, busy_timeout_ms: int, key: str | None = None) -> Any:
+    """A configured connection; `key` (a raw key, cipher.raw_key) keys it first."""
     conn = driver.connect(
         path,
         timeout=busy_timeout_ms / 1000,
@@ -106,6 +116,8 @@ def open_connection(path: str, driver: ModuleType, *, busy_timeout_ms: int) -> A
     )
     # Rows read by column name (row["content"]); they index and unpack like tuples too.
     conn.row_factory = driver.Row
+    if key is not None:
+        apply_key(conn, key, path)
     _load_sqlite_vec(conn)
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     if path != ":memory:":
@@ -128,10 +140,13 @@ class Connections:
     ":memory:"; writes are serialized in-process by a lock and across processes by
     BEGIN IMMEDIATE plus the busy timeout."""
 
-    def __init__(self, path: str, driver: ModuleType, *, busy_timeout_ms: int) -> None:
+    def __init__(
+        self, path: str, driver: ModuleType, *, busy_timeout_ms: int, key: str | None = None
+    ) -> None:
         self.path = path
         self.driver = driver
         self._busy_timeout_ms = busy_timeout_ms
+        self._key = key
         self._local = threading.local()
         self._write_lock = threading.RLock()
         self._all: list[Any] = []
@@ -139,7 +154,7 @@ class Connections:
         self._closed = False
         self._shared = None
         if path == ":memory:":
-            self._shared = open_connection(path, driver, busy_timeout_ms=busy_timeout_ms)
+            self._shared = open_connection(path, driver, busy_timeout_ms=busy_timeout_ms, key=key)
             self._all.append(self._shared)
 
     def _conn(self) -> Any:
@@ -148,7 +163,9 @@ class Connections:
             return self._shared
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = open_connection(self.path, self.driver, busy_timeout_ms=self._busy_timeout_ms)
+            conn = open_connection(
+                self.path, self.driver, busy_timeout_ms=self._busy_timeout_ms, key=self._key
+            )
             self._local.conn = conn
             with self._all_lock:
                 self._all.append(conn)
