@@ -70,6 +70,7 @@ def open_store(config: MemoryConfig, embedder: Any) -> tuple[Store, Embedder]:
         turn_context_after=retrieval.turn_context_after,
         turn_context_gap_minutes=retrieval.turn_context_gap_minutes,
     )
+    store.audit_log.default_actor = config.actor
     try:
         recorded = store.embedder_info()
         chosen = make_embedder(

@@ -390,3 +390,52 @@ class MaintenanceReport(BaseModel):
     dry_run: bool = False
     started_at: datetime
     duration_s: float = 0.0
+
+
+class AuditEntry(BaseModel):
+    """One entry of the hash-chained audit log (docs/governance.md, "The audit log"). The
+    scope is only there as salted hashes; `counts`, `memory_ids` and `details` hold no content."""
+
+    id: int
+    at: datetime
+    operation: str
+    actor: str | None = None
+    role: str
+    pid: int
+    host: str
+    version: str
+    request_id: str | None = None
+    user_hash: str | None = None
+    agent_hash: str | None = None
+    run_hash: str | None = None
+    counts: dict[str, int] = Field(default_factory=dict)
+    memory_ids: list[str] = Field(default_factory=list)
+    details: dict[str, Any] = Field(default_factory=dict)
+    prev_hash: str
+    hash: str
+
+
+class AuditProblem(BaseModel):
+    """A row the chain does not vouch for: `kind` is changed, removed, reordered or head."""
+
+    id: int
+    kind: Literal["changed", "removed", "reordered", "head"]
+    detail: str
+
+
+class AuditVerification(BaseModel):
+    """What `Memory.verify_audit()` found: `ok` when every entry hashes to its stored hash,
+    links to the one before it, ids have no gaps and the last one is the recorded head."""
+
+    entries: int
+    head_id: int | None = None
+    head_hash: str | None = None
+    problems: list[AuditProblem] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def first_problem(self) -> AuditProblem | None:
+        return self.problems[0] if self.problems else None

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from typing_extensions import Unpack
+
+from dspy_memory.errors import InvalidInputError
+from dspy_memory.scopes import ScopeArgs
+
 
 class GovernanceMethods:
     # Provided by Memory.
@@ -14,3 +19,97 @@ class GovernanceMethods:
 
     def _first_use(self) -> None: ...
     def _scope(self, method: str, args: dict[str, Any], *, exact: bool = False) -> Any: ...
+
+    # -- the audit log (docs/governance.md#the-audit-log) ---------------------------------------
+
+    def acting_as(self, actor: str, *, request_id: str | None = None) -> Any:
+        """`with memory.acting_as("support-bot", request_id="req-17"): ...`: changes made inside
+        (in this thread or asyncio task) are logged as done by `actor` for `request_id`."""
+        from dspy_memory.governance.audit import acting_as
+
+        if not isinstance(actor, str):
+            raise InvalidInputError(f"actor must be a string, not {type(actor).__name__}")
+        return acting_as(actor, request_id=request_id)
+
+    def audit(
+        self,
+        *,
+        operation: str | None = None,
+        since: Any = None,
+        until: Any = None,
+        limit: int = 100,
+        **scope: Unpack[ScopeArgs],
+    ) -> list[Any]:
+        """Audit log entries (AuditEntry), newest first: of one `operation`, between `since` and
+        `until`, of a scope (`memory.audit(user_id="ada")` matches the salted hash of "ada": the
+        log holds no ids of a scope). Erasure receipts stay after `delete_scope`."""
+        from dspy_memory.util.timeutil import to_db
+
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
+        if operation is not None and not isinstance(operation, str):
+            raise InvalidInputError(f"operation must be a string, not {type(operation).__name__}")
+        where = self._scope("audit", scope, exact=True) if scope else None
+        return self.store.audit_log.entries(
+            scope=where, operation=operation, since=to_db(since), until=to_db(until), limit=limit
+        )
+
+    def verify_audit(self) -> Any:
+        """Check the audit log's hash chain (AuditVerification): `ok`, or the entries that were
+        changed, removed or reordered, first one first."""
+        from dspy_memory.governance.audit import verify_chain
+
+        self.store.check_open()
+        return verify_chain(self.store.audit_log)
+
+    # -- export and import (docs/governance.md#export-and-import) --------------------------------
+
+    def export(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        include_embeddings: bool = False,
+        all_scopes: bool = False,
+        **scope: Unpack[ScopeArgs],
+    ) -> Any:
+        """Write everything of a scope (read as `search` reads it: `export("ada.jsonl.gz",
+        user_id="ada")`), or of the whole store with all_scopes=True, to a JSONL file (gzipped
+        when the name ends in .gz): every memory version with both time axes, its sources,
+        episodes, entities, events, links, blocks with their versions (profiles too), lifecycle
+        settings and, with include_embeddings=True, the vectors. Returns an ExportReport (path,
+        records per type, sha256 of the records)."""
+        from dspy_memory.governance.exchange import export_scope
+
+        for name, value in (("include_embeddings", include_embeddings), ("all_scopes", all_scopes)):
+            if not isinstance(value, bool):
+                raise InvalidInputError(f"{name} must be True or False, not {type(value).__name__}")
+        if all_scopes and any(value is not None for value in scope.values()):
+            raise InvalidInputError("export(): pass the scope or all_scopes=True, not both")
+        where = None if all_scopes else self._scope("export", scope)
+        if all_scopes:
+            self._first_use()
+        self.store.check_open()
+        return export_scope(self, _path(path, "export"), where, embeddings=include_embeddings)
+
+    def import_(self, path: str | os.PathLike[str], *, reembed: str = "auto") -> Any:
+        """Import an export file into this store, keeping ids, versions and timestamps, into the
+        scopes recorded in it. The whole file is checked first (header, format version, trailer
+        checksum, every record); then what the store lacks is written in one transaction, so a
+        failure leaves nothing behind; importing again changes nothing. A row held here with the
+        same id but other content is refused (ImportConflictError). reembed: "auto" computes
+        vectors with this store's embedder when the file has none or another embedder's, "always",
+        or "never" (refuses when they would be needed). Returns an ImportReport (new and already
+        present records per type)."""
+        from dspy_memory.governance.exchange import REEMBED, import_file
+
+        if reembed not in REEMBED:
+            raise InvalidInputError(f"reembed must be one of {', '.join(REEMBED)}, not {reembed!r}")
+        self._first_use()
+        self.store.check_open()
+        return import_file(self, _path(path, "import_"), reembed=reembed)
+
+
+def _path(path: Any, method: str) -> str:
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise InvalidInputError(f"{method}() needs a file path, not {path!r}")
+    return os.fspath(path)

@@ -7,9 +7,10 @@ import uuid
 from typing import Any
 
 from dspy_memory.errors import BlockError
+from dspy_memory.store.audit_log import AuditLog
 from dspy_memory.store.backend import Connections
 from dspy_memory.store.queries import Predicate, from_row, scope_predicate
-from dspy_memory.types import Block, BlockVersion, Scope
+from dspy_memory.types import PROFILE_LABEL, Block, BlockVersion, Scope
 from dspy_memory.util.timeutil import now_db
 
 _COLUMNS = "id, label, value, char_limit, read_only, description, version, user_id, agent_id, run_id, created_at, updated_at"
@@ -27,8 +28,9 @@ def _exact(scope: Scope) -> Predicate:
 
 
 class BlockStore:
-    def __init__(self, conns: Connections) -> None:
+    def __init__(self, conns: Connections, audit_log: AuditLog) -> None:
         self._conns = conns
+        self._audit = audit_log
 
     def _row(self, conn: Any, label: str, scope: Scope) -> Any:
         predicate = _exact(scope).add("b.label = ?", label)
@@ -123,7 +125,17 @@ class BlockStore:
                         "VALUES (?, ?, ?, ?, ?, ?)",
                         (row["id"], version, new_value, actor, reason, now),
                     )
-            return _block(self._row(conn, label, scope))
+            block = _block(self._row(conn, label, scope))
+            # A block's label is a name the developer chose (e.g. "persona"), not user content.
+            operation = "profile" if label == PROFILE_LABEL else "block_write"
+            self._audit.record(
+                operation,
+                scope=scope,
+                role=actor,
+                counts={"version": block.version},
+                details={"label": label},
+            )
+            return block
 
     @staticmethod
     def _check(label: str, value: str, limit: int) -> None:
@@ -146,6 +158,11 @@ class BlockStore:
     def delete(self, label: str, scope: Scope) -> bool:
         predicate = _exact(scope).add("b.label = ?", label)
         with self._conns.transaction() as conn:
-            return (
-                conn.execute(f"DELETE FROM blocks AS b WHERE {predicate.sql}", predicate.params).rowcount > 0
-            )
+            deleted = conn.execute(
+                f"DELETE FROM blocks AS b WHERE {predicate.sql}", predicate.params
+            ).rowcount
+            if deleted:
+                self._audit.record(
+                    "block_delete", scope=scope, counts={"blocks": deleted}, details={"label": label}
+                )
+            return deleted > 0

@@ -22,8 +22,11 @@ import numpy as np
 from dspy_memory.store.backend import VectorIndex
 
 EMBEDDER_KEYS = ("embedder_dim", "embedder_name")
+# What of `meta` travels with a store's rows: the embedder, and the audit log's salt (its scope
+# hashes) and head (store/audit_log.py).
+META_KEYS = ("audit_head", "audit_salt", *EMBEDDER_KEYS)
 # Text columns holding JSON: compared by value (a backend may store it reformatted).
-JSON_COLUMNS = frozenset({"metadata", "settings", "episode_ids", "rejected"})
+JSON_COLUMNS = frozenset({"metadata", "settings", "episode_ids", "rejected", "counts", "memory_ids", "details"})
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ TABLES = (
     Table("lifecycle_settings", ("user_id", "agent_id", "run_id"), scoped=True),
     Table("memory_links", ("memory_id", "linked_id")),
     Table("api_keys", ("id",)),
+    Table("audit_log", ("id",)),
 )
 
 
@@ -112,12 +116,19 @@ def digest(conn: Any, table: Table, columns: list[str], size: int) -> tuple[int,
     return count, hasher.hexdigest()
 
 
-def embedder_digest(conn: Any) -> tuple[int, str]:
-    """(rows, sha256) of the embedder a store is bound to (the rest of `meta` is its own)."""
+def meta_rows(conn: Any) -> list[tuple[str, str]]:
+    """The `meta` rows that travel with the store's rows (META_KEYS), by key."""
     rows = conn.execute(
         "SELECT key, value FROM meta WHERE key IN (SELECT value FROM json_each(?)) ORDER BY key",
-        (json.dumps(EMBEDDER_KEYS),),
+        (json.dumps(META_KEYS),),
     ).fetchall()
+    return [(row[0], row[1]) for row in rows]
+
+
+def embedder_digest(conn: Any) -> tuple[int, str]:
+    """(rows, sha256) of the embedder a store is bound to and its audit log's salt and head
+    (the rest of `meta` is its own)."""
+    rows = meta_rows(conn)
     return len(rows), hashlib.sha256(json.dumps([list(row) for row in rows]).encode()).hexdigest()
 
 

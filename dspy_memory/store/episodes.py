@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from dspy_memory.store.audit_log import AuditLog
 from dspy_memory.store.backend import Connections
 from dspy_memory.store.queries import Predicate, from_row, scope_predicate
 from dspy_memory.store.turns import TurnContext
@@ -39,8 +40,9 @@ class Unfinished(NamedTuple):
 
 
 class EpisodeLog:
-    def __init__(self, conns: Connections, turn_context: TurnContext) -> None:
+    def __init__(self, conns: Connections, turn_context: TurnContext, audit_log: AuditLog) -> None:
         self._conns = conns
+        self._audit = audit_log
         self._turn_context = turn_context
 
     def insert(self, episodes: Sequence[Episode], *, claim: Claim | None = None) -> None:
@@ -76,6 +78,11 @@ class EpisodeLog:
             )
             # Raw turns already stored whose context window reaches a new episode include it.
             self._turn_context.episodes_added(conn, [e.id for e in episodes])
+            by_scope: dict[Scope, int] = {}
+            for episode in episodes:
+                by_scope[episode.scope] = by_scope.get(episode.scope, 0) + 1
+            for scope, count in by_scope.items():
+                self._audit.record("add_episodes", scope=scope, counts={"episodes": count})
 
     def mark(self, ids: Sequence[str], status: str, error: str | None = None) -> None:
         """Record the outcome of a processing attempt; the episodes' claims end with it."""

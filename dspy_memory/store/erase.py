@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from dspy_memory.errors import MemoryNotFoundError
+from dspy_memory.store.audit_log import AuditLog, scope_of
 from dspy_memory.store.backend import Backend, KeywordIndex, VectorIndex
 from dspy_memory.store.queries import Predicate, not_found, scope_predicate
 from dspy_memory.store.turns import TurnContext
@@ -45,7 +46,9 @@ class Eraser:
         vectors: VectorIndex,
         keywords: KeywordIndex,
         turn_context: TurnContext,
+        audit_log: AuditLog,
     ) -> None:
+        self._audit = audit_log
         self._backend = backend
         self._conns = backend.conns
         self._vectors = vectors
@@ -64,7 +67,18 @@ class Eraser:
             found = conn.execute(f"SELECT 1 FROM memories m WHERE {predicate.sql} LIMIT 1", predicate.params)
             if found.fetchone() is None:
                 raise not_found(memory_id, scope)
+            owner = conn.execute(
+                "SELECT user_id, agent_id, run_id FROM memories WHERE id = ? LIMIT 1", (memory_id,)
+            ).fetchone()
             counts = self._erase(conn, {memory_id}, set(), actor=actor)
+            # The receipt: counts and the memory's id, the scope only as salted hashes.
+            self._audit.record(
+                "delete",
+                scope=scope_of(owner),
+                role=actor,
+                counts={"delete": 1, **counts},
+                memory_ids=[memory_id],
+            )
         return DeleteResult(counts=counts)
 
     def episodes(self, episode_ids: list[str], *, scope: Scope | None, actor: str) -> DeleteResult:
@@ -90,12 +104,14 @@ class Eraser:
                 where = "" if scope is None else f" in scope {scope.model_dump(exclude_none=True)}"
                 raise MemoryNotFoundError(f"no episode with id {missing[0]!r}{where}")
             counts = self._erase(conn, set(), found, actor=actor)
+            self._audit.record("erase_episodes", scope=scope, role=actor, counts=counts)
         return DeleteResult(counts=counts)
 
     def scope(self, scope: Scope) -> DeleteResult:
         """Delete everything stored for a scope: memories, vectors, keyword entries, sources,
-        episodes, events, entities, blocks and write-run logs. No receipt is kept (it would
-        hold the scope's ids); events of other scopes that quote its memories are scrubbed."""
+        episodes, events, entities, blocks and write-run logs; events of other scopes that quote
+        its memories are scrubbed. The audit log stays, with a receipt of this erasure that
+        names the scope only by salted hashes (store/audit_log.py)."""
         counts: dict[str, int] = {}
         with self._purging() as conn:
             memories = scope_predicate(Predicate(), scope)
@@ -120,6 +136,7 @@ class Eraser:
             counts["entities"] += conn.execute(
                 f"DELETE FROM entities AS t WHERE {predicate.sql}", predicate.params
             ).rowcount
+            self._audit.record("erase_scope", scope=scope, counts=counts)
         return DeleteResult(counts=counts)
 
     # -- transactions and the file ---------------------------------------------------------

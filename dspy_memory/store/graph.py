@@ -10,6 +10,7 @@ from typing import Any
 
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.graph import GraphLink, MemoryGraph
+from dspy_memory.store.audit_log import AuditLog
 from dspy_memory.store.backend import Connections
 from dspy_memory.store.queries import (
     CANDIDATES_FROM,
@@ -43,8 +44,9 @@ def _latest_versions(predicate: Predicate, view: TimeView) -> Predicate:
 
 
 class EntityGraph:
-    def __init__(self, conns: Connections) -> None:
+    def __init__(self, conns: Connections, audit_log: AuditLog) -> None:
         self._conns = conns
+        self._audit = audit_log
 
     def upsert(self, names: Iterable[str], scope: Scope) -> dict[str, str]:
         """Entity ids for these names in exactly this scope, creating the missing ones.
@@ -58,6 +60,7 @@ class EntityGraph:
             return {}
         now = now_db()
         ids: dict[str, str] = {}
+        created = 0
         with self._conns.transaction() as conn:
             for key, display in wanted.items():
                 found = self._find(conn, key, scope)
@@ -68,7 +71,10 @@ class EntityGraph:
                         "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         (found, scope.user_id, scope.agent_id, scope.run_id, display, key, now, now),
                     )
+                    created += 1
                 ids[key] = found
+            if created:
+                self._audit.record("add_entities", scope=scope, role="lm", counts={"entities": created})
         return ids
 
     @staticmethod

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dspy_memory.errors import InvalidInputError
+from dspy_memory.store.audit_log import AuditLog
 from dspy_memory.store.backend import Connections
 from dspy_memory.types import Scope
 from dspy_memory.util.timeutil import now_db
@@ -45,8 +46,9 @@ def _from_row(row: Any) -> ApiKey:
 
 
 class KeyStore:
-    def __init__(self, conns: Connections) -> None:
+    def __init__(self, conns: Connections, audit_log: AuditLog) -> None:
         self._conns = conns
+        self._audit = audit_log
 
     def create(
         self, scope: Scope | None, *, admin: bool = False, name: str | None = None
@@ -67,6 +69,8 @@ class KeyStore:
                 (key_id, _hash(token), name, *ids, int(admin), now_db()),
             )
             row = conn.execute("SELECT * FROM api_keys WHERE id = ?", (key_id,)).fetchone()
+            # A key id is public (it prefixes the token); the secret never reaches the log.
+            self._audit.record("key_create", scope=scope, details={"key_id": key_id, "admin": admin})
         return _from_row(row), token
 
     def verify(self, token: str) -> ApiKey | None:
@@ -84,12 +88,12 @@ class KeyStore:
 
     def revoke(self, key_id: str) -> bool:
         with self._conns.transaction() as conn:
-            return bool(
-                conn.execute(
-                    "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
-                    (now_db(), key_id),
-                ).rowcount
-            )
+            revoked = conn.execute(
+                "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (now_db(), key_id)
+            ).rowcount
+            if revoked:
+                self._audit.record("key_revoke", details={"key_id": key_id})
+            return bool(revoked)
 
     def list(self) -> list[ApiKey]:
         with self._conns.read() as conn:

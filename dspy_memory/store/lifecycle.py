@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from dspy_memory.errors import WriteConflictError
+from dspy_memory.store.audit_log import AuditLog, scope_of
 from dspy_memory.store.backend import Connections, VectorIndex
 from dspy_memory.store.queries import (
     MEMORY_COLUMNS,
@@ -48,6 +49,7 @@ class DecayRow:
 
 class LifecycleRows:
     _conns: Connections
+    audit_log: AuditLog
     vectors: VectorIndex
 
     def transaction(self) -> Any:  # provided by Store
@@ -147,6 +149,7 @@ class LifecycleRows:
         """Archive active current rows, each with a DECAY event holding `metadata` (the curve's
         numbers). Rows changed meanwhile (a new version, archived already) are left alone."""
         archived = 0
+        by_scope: dict[Scope, list[str]] = {}
         with self.transaction() as conn:
             for row_id, metadata in items:
                 changed = conn.execute(
@@ -157,11 +160,14 @@ class LifecycleRows:
                 if changed:
                     row = conn.execute(
                         f"SELECT {MEMORY_COLUMNS} FROM {MEMORY_FROM} WHERE m.row_id = ?", (row_id,)
-                    )
-                    self.log_event(
-                        conn, row.fetchone(), "DECAY", actor=actor, reason=reason, metadata=metadata, at=at
-                    )
+                    ).fetchone()
+                    self.log_event(conn, row, "DECAY", actor=actor, reason=reason, metadata=metadata, at=at)
+                    by_scope.setdefault(scope_of(row), []).append(row["id"])
                     archived += 1
+            for scope, ids in by_scope.items():
+                self.audit_log.record(
+                    "archive", scope=scope, role=actor, counts={"archive": len(ids)}, memory_ids=ids
+                )
         return archived
 
     def restore(
@@ -189,6 +195,9 @@ class LifecycleRows:
                     (at, row["row_id"]) if recall else (row["row_id"],),
                 )
                 self.log_event(conn, row, "RESTORE", actor=actor, reason=reason, metadata=metadata, at=at)
+                self.audit_log.record(
+                    "restore", scope=scope_of(row), role=actor, counts={"restore": 1}, memory_ids=[memory_id]
+                )
                 row = self._current(conn, memory_id, scope)
         return record_from_row(row, TimeView(as_of=at, known_at=at)), was_archived
 
@@ -200,6 +209,10 @@ class LifecycleRows:
             if pinned and row["archived_at"] is not None:
                 self.restore(memory_id, scope=scope, actor="user", reason="pinned", at=at)
             conn.execute("UPDATE memories SET pinned = ? WHERE id = ?", (int(pinned), row["id"]))
+            operation = "pin" if pinned else "unpin"
+            self.audit_log.record(
+                operation, scope=scope_of(row), counts={operation: 1}, memory_ids=[row["id"]]
+            )
             row = self._current(conn, memory_id, scope)
         return record_from_row(row, TimeView(as_of=at, known_at=at))
 
@@ -247,6 +260,11 @@ class LifecycleRows:
                     "VALUES (?, ?, ?, ?, ?)",
                     (*scope, json.dumps(settings), now_db()),
                 )
+            self.audit_log.record(
+                "lifecycle_settings",
+                scope=Scope.model_construct(user_id=scope[0], agent_id=scope[1], run_id=scope[2]),
+                details={"keys": sorted(settings or {})},
+            )
 
     # -- consolidation ---------------------------------------------------------------------
 
@@ -293,7 +311,7 @@ class LifecycleRows:
         at = now_db()
         ids = [record.id for record in sources]
         merged = relation == "merged_from"
-        with self.transaction() as conn:
+        with self.transaction() as conn, self.audit_log.group("consolidate", scope=scope_of(new), role=actor):
             rows = self._check_versions(conn, sources)
             slots = {(row["subject_id"], row["predicate"], row["object_id"]) for row in rows}
             if merged and len(slots) == 1:  # one slot merged stays that slot's fact
@@ -337,6 +355,7 @@ class LifecycleRows:
                         metadata={"summary": new.id},
                         at=at,
                     )
+                    self.audit_log.record("archive", counts={"archive": 1}, memory_ids=[row["id"]])
             created = conn.execute(
                 f"SELECT {MEMORY_COLUMNS} FROM {MEMORY_FROM} WHERE m.id = ? AND m.expired_at IS NULL",
                 (new.id,),

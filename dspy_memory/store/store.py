@@ -11,6 +11,7 @@ import numpy as np
 
 from dspy_memory.errors import EmbedderMismatchError
 from dspy_memory.store.audit import audit
+from dspy_memory.store.audit_log import AuditLog
 from dspy_memory.store.backend import NO_USER, TURN_CONTEXT_VERSION, open_backend
 from dspy_memory.store.blocks import BlockStore
 from dspy_memory.store.conflicts import WriteConflicts
@@ -110,13 +111,14 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts):
             after=turn_context_after,
             gap_minutes=turn_context_gap_minutes,
         )
-        self.episodes = EpisodeLog(self._conns, self.turn_context)
-        self.erase = Eraser(self.backend, self.vectors, self.keywords, self.turn_context)
-        self.graph = EntityGraph(self._conns)
+        self.audit_log = AuditLog(self._conns)
+        self.episodes = EpisodeLog(self._conns, self.turn_context, self.audit_log)
+        self.erase = Eraser(self.backend, self.vectors, self.keywords, self.turn_context, self.audit_log)
+        self.graph = EntityGraph(self._conns, self.audit_log)
         self.runs = WriteRunLog(self._conns)
-        self.turns = RawTurns(self._conns)
-        self.blocks = BlockStore(self._conns)
-        self.keys = KeyStore(self._conns)
+        self.turns = RawTurns(self._conns, self.audit_log)
+        self.blocks = BlockStore(self._conns, self.audit_log)
+        self.keys = KeyStore(self._conns, self.audit_log)
         try:
             applied = self.backend.migrate()
             with self._conns.read() as conn:

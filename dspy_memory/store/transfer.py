@@ -173,6 +173,12 @@ class _Transfer:
             copied["vectors"] = copied["keyword index"] = copied["memories"]
             with self.dst.transaction() as conn:
                 self.dst.backend.reset_sequences(conn)
+                # The audit log goes on where the source's left off, with the same scope hashes.
+                conn.executemany(
+                    "INSERT INTO meta (key, value) VALUES (?, ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    [row for row in checksums.meta_rows(self.sconn) if row[0].startswith("audit_")],
+                )
             report = self._verify(copied, resumed=marker is not None)
         if not report.ok:
             raise MigrationError(

@@ -9,14 +9,16 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from dspy_memory.store.audit_log import AuditLog, scope_of
 from dspy_memory.store.backend import Connections, KeywordIndex
 from dspy_memory.types import Scope
 from dspy_memory.util.timeutil import format_db, from_db, now_db
 
 
 class RawTurns:
-    def __init__(self, conns: Connections) -> None:
+    def __init__(self, conns: Connections, audit_log: AuditLog) -> None:
         self._conns = conns
+        self._audit = audit_log
 
     def current(self, keys: Sequence[tuple[Scope, str, str | None]]) -> list[tuple[int, str] | None]:
         """For each (exact scope, content hash, valid_at): the (row id, id) of the current
@@ -49,6 +51,10 @@ class RawTurns:
                 "UPDATE memories SET access_count = access_count + ?, "
                 "last_accessed_at = CASE WHEN last_accessed_at > ? THEN last_accessed_at ELSE ? END WHERE row_id = ?",
                 (len(episode_ids), at, at, row_id),
+            )
+            owner = conn.execute("SELECT user_id, agent_id, run_id FROM memories WHERE row_id = ?", (row_id,))
+            self._audit.record(
+                "confirm", scope=scope_of(owner.fetchone()), counts={"confirm": 1}, memory_ids=[memory_id]
             )
 
 
@@ -93,7 +99,8 @@ class TurnContext:
             return {episode_id: ("", []) for episode_id in episode_ids}
         windows = self._windows(conn, episode_ids, before=self.before, after=self.after)
         return {
-            episode_id: (context_text(rows), [row["id"] for row in rows]) for episode_id, rows in windows.items()
+            episode_id: (context_text(rows), [row["id"] for row in rows])
+            for episode_id, rows in windows.items()
         }
 
     def episodes_added(self, conn: Any, episode_ids: Sequence[str]) -> int:

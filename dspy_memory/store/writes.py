@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from dspy_memory.store.audit_log import AuditLog, scope_of
 from dspy_memory.store.backend import NO_USER, Connections, KeywordIndex, VectorIndex
 from dspy_memory.store.queries import (
     MEMORY_COLUMNS,
@@ -63,6 +64,7 @@ class MemoryWrites:
     vectors: VectorIndex
     keywords: KeywordIndex
     turn_context: TurnContext
+    audit_log: AuditLog
     _conns: Connections
 
     def transaction(self) -> Any:  # provided by Store
@@ -82,9 +84,11 @@ class MemoryWrites:
         new_content: str | None = None,
         event_metadata: dict[str, Any] | None = None,
         event_episode_id: str | None = None,
+        audit: bool = True,
     ) -> list[int]:
         """Insert memory rows with their vectors, keyword entries, sources and events (whose
-        new content is the row's unless `new_content` says otherwise)."""
+        new content is the row's unless `new_content` says otherwise), logged in the audit log
+        as `event` unless the caller logs the change itself (`audit` False)."""
         if not items:
             return []
         if self.vectors.dim is None:
@@ -181,6 +185,18 @@ class MemoryWrites:
                     for item in items
                 ],
             )
+            if audit:
+                by_scope: dict[Scope, list[str]] = {}
+                for item in items:
+                    by_scope.setdefault(scope_of(item), []).append(item.id)
+                for scope, ids in by_scope.items():
+                    self.audit_log.record(
+                        event.lower(),
+                        scope=scope,
+                        role=actor,
+                        counts={event.lower(): len(ids)},
+                        memory_ids=ids,
+                    )
         return row_ids
 
     def _current_row(self, conn: Any, memory_id: str, scope: Scope | None) -> Any:
@@ -264,6 +280,14 @@ class MemoryWrites:
                 new_content=event_content,
                 event_metadata=event_metadata,
                 event_episode_id=episode_id,
+                audit=False,
+            )
+            self.audit_log.record(
+                event.lower(),
+                scope=scope_of(old),
+                role=actor,
+                counts={event.lower(): 1},
+                memory_ids=[memory_id],
             )
             new_row = self._current_row(conn, memory_id, scope)
             return old, record_from_row(new_row, view)
@@ -311,6 +335,13 @@ class MemoryWrites:
                     at,
                 ),
             )
+            self.audit_log.record(
+                event.lower(),
+                scope=scope_of(old),
+                role=actor,
+                counts={event.lower(): 1},
+                memory_ids=[memory_id],
+            )
         return old
 
     def confirm(
@@ -332,6 +363,13 @@ class MemoryWrites:
             conn.executemany(
                 "INSERT INTO memory_sources (memory_id, episode_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 [(memory_id, episode_id, now_db()) for episode_id in episode_ids],
+            )
+            self.audit_log.record(
+                "confirm",
+                scope=scope_of(row),
+                role="write",
+                counts={"confirm": 1},
+                memory_ids=[memory_id],
             )
         return True
 

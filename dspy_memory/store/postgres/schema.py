@@ -261,6 +261,39 @@ def tables(partitions: int) -> tuple[str, ...]:
     )
 
 
+# Migrations after BASELINE, by version: PostgreSQL's statements for what SQLite's migration of
+# that version does (the same tables and columns; a test compares them).
+LATER: dict[int, tuple[str, ...]] = {
+    8: (
+        f"""CREATE TABLE audit_log (
+            id BIGINT PRIMARY KEY,
+            at {T} NOT NULL,
+            operation {T} NOT NULL,
+            actor {T},
+            role {T} NOT NULL,
+            pid BIGINT NOT NULL,
+            host {T} NOT NULL,
+            version {T} NOT NULL,
+            request_id {T},
+            user_hash {T}, agent_hash {T}, run_hash {T},
+            counts {T} NOT NULL DEFAULT '{{}}' CHECK (counts::jsonb IS NOT NULL),
+            memory_ids {T} NOT NULL DEFAULT '[]' CHECK (memory_ids::jsonb IS NOT NULL),
+            details {T} NOT NULL DEFAULT '{{}}' CHECK (details::jsonb IS NOT NULL),
+            prev_hash {T} NOT NULL,
+            hash {T} NOT NULL
+        )""",
+        "CREATE INDEX audit_log_user ON audit_log (user_hash, id)",
+        "CREATE INDEX audit_log_at ON audit_log (at)",
+        """CREATE OR REPLACE FUNCTION audit_log_append_only() RETURNS trigger LANGUAGE plpgsql
+            AS $$ BEGIN RAISE EXCEPTION 'audit_log is append-only'; END $$""",
+        """CREATE TRIGGER audit_log_no_change BEFORE UPDATE OR DELETE ON audit_log
+            FOR EACH ROW EXECUTE FUNCTION audit_log_append_only()""",
+        """CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON audit_log
+            FOR EACH STATEMENT EXECUTE FUNCTION audit_log_append_only()""",
+    ),
+}
+
+
 def lock_key(conn: Any) -> int:
     """The advisory lock that serializes this schema's writers (one per schema, so several
     stores in one database do not wait for each other)."""
@@ -286,13 +319,15 @@ def migrate(conn: Any, *, partitions: int) -> list[int]:
                 f"this database has schema version {version}, newer than this dspy-memory "
                 f"understands ({latest}); upgrade with: pip install -U dspy-memory"
             )
-        if version:
-            return []
-        for statement in (*FUNCTIONS, *tables(partitions)):
-            conn.execute(statement)
-        applied = [migration.version for migration in MIGRATIONS if migration.version <= BASELINE]
+        if not version:
+            for statement in (*FUNCTIONS, *tables(partitions)):
+                conn.execute(statement)
+        pending = [m for m in MIGRATIONS if m.version > version]
+        for migration in pending:
+            for statement in LATER.get(migration.version, ()):
+                conn.execute(statement)
         conn.cursor().executemany(
             "INSERT INTO schema_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
-            [(m.version, m.name, now_db()) for m in MIGRATIONS if m.version <= BASELINE],
+            [(m.version, m.name, now_db()) for m in pending],
         )
-        return applied
+        return [m.version for m in pending]

@@ -319,6 +319,37 @@ _V7 = (
     )""",
 )
 
+# The hash-chained audit log (store/audit_log.py): append-only, so UPDATE and DELETE are refused
+# by triggers (defence in depth: raw SQL can drop them; `verify` finds what was changed anyway).
+# Ids are given by the writer (the head's + 1), so a gap shows a removed entry.
+_V8 = (
+    """CREATE TABLE audit_log (
+        id INTEGER PRIMARY KEY,
+        at TEXT NOT NULL,
+        operation TEXT NOT NULL,
+        actor TEXT,
+        role TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        host TEXT NOT NULL,
+        version TEXT NOT NULL,
+        request_id TEXT,
+        user_hash TEXT,
+        agent_hash TEXT,
+        run_hash TEXT,
+        counts TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(counts)),
+        memory_ids TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(memory_ids)),
+        details TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(details)),
+        prev_hash TEXT NOT NULL,
+        hash TEXT NOT NULL
+    )""",
+    "CREATE INDEX audit_log_user ON audit_log (user_hash, id)",
+    "CREATE INDEX audit_log_at ON audit_log (at)",
+    """CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log
+        BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END""",
+    """CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
+        BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "write path: superseded_by, episode intent, write runs", _V2),
@@ -327,6 +358,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "raw turns indexed with their conversation context", _V5),
     Migration(6, "lifecycle: archived and pinned memories, RESTORE events, settings per scope, links", _V6),
     Migration(7, "API keys of the memory service", _V7),
+    Migration(8, "the hash-chained audit log", _V8),
 )
 # The migration after which the Store builds the contexts of the turns the file already held.
 TURN_CONTEXT_VERSION = 5
