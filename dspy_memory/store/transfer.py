@@ -36,8 +36,8 @@ from dspy_memory.errors import DSPyMemoryError
 from dspy_memory.store import checksums
 from dspy_memory.store.backend import is_postgres_url
 from dspy_memory.store.checksums import TABLES, Table
+from dspy_memory.store.exchange import keyword_entries
 from dspy_memory.store.store import Store
-from dspy_memory.store.turns import context_text
 
 BATCH_SIZE = 1000
 MARKER = "migrating_from"  # meta key of a destination the copy is not finished in
@@ -267,27 +267,8 @@ class _Transfer:
                 [row["run_id"] for row in vectors],
                 np.stack([self.src.vectors.decode(row["embedding"]) for row in vectors]),
             )
-        quoted: dict[int, list[Any]] = {}
-        for link in self.sconn.execute(
-            "SELECT c.row_id, e.name, e.content FROM turn_context c JOIN episodes e ON e.id = c.episode_id "
-            "WHERE c.row_id IN (SELECT value FROM json_each(?)) ORDER BY c.row_id, e.occurred_at, e.rowid",
-            (ids,),
-        ).fetchall():
-            quoted.setdefault(link["row_id"], []).append(link)
-        self.dst.keywords.insert(
-            conn,
-            [
-                (
-                    row["row_id"],
-                    row["content"],
-                    context_text(quoted.get(row["row_id"], [])),
-                    row["user_id"],
-                    row["agent_id"],
-                    row["run_id"],
-                )
-                for row in rows
-            ],
-        )
+        # The turn contexts are read from the source: its `turn_context` rows come later.
+        self.dst.keywords.insert(conn, keyword_entries(self.sconn, rows))
 
     # -- verification ----------------------------------------------------------------------------
 

@@ -1,0 +1,171 @@
+"""Export and import (docs/governance.md, "Export and import"): a scope's memory, with every
+version, its sources, episodes, entities, events, links, blocks (profiles are blocks), lifecycle
+settings and, optionally, its vectors, in one JSONL file (governance/exchange_format.py) that
+both backends write and read alike; the SQL is in store/exchange.py.
+
+Import is atomic (one transaction) and idempotent (rows already held are counted, not written
+again); the file is checked whole before anything is written.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+import dspy_memory
+from dspy_memory.governance import exchange_format as fmt
+from dspy_memory.governance.exchange_format import ExportFileError
+from dspy_memory.store import exchange as sql
+from dspy_memory.types import Scope
+from dspy_memory.util.timeutil import now_db
+
+REEMBED = ("auto", "always", "never")
+
+
+@dataclass(frozen=True)
+class ExportReport:
+    path: str
+    sha256: str  # over the record lines (the trailer's): equal for equal data
+    counts: dict[str, int]  # records per type
+    bytes: int
+    embeddings: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    path: str
+    sha256: str
+    new: dict[str, int]  # records per type written now
+    present: dict[str, int]  # records per type the store held already (skipped)
+    reembedded: int  # memory rows whose vector was computed here (not taken from the file)
+    embedder: str  # the embedder of the vectors written
+
+    @property
+    def changed(self) -> bool:
+        return any(self.new.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "changed": self.changed}
+
+
+def export_scope(
+    memory: Any, path: str | os.PathLike[str], scope: Scope | None, *, embeddings: bool
+) -> ExportReport:
+    """Write the records of `scope` (None: every scope) to `path`."""
+    found, schema_version = sql.read_scope(memory.store, scope, embeddings=embeddings)
+    embedder = memory.store.embedder_info()
+    header = {
+        "format": fmt.FORMAT,
+        "format_version": fmt.FORMAT_VERSION,
+        "schema_version": schema_version,
+        "library_version": dspy_memory.__version__,
+        "embedder": None if embedder is None else {"name": embedder[0], "dim": embedder[1]},
+        "embeddings": embeddings,
+        "scope": None if scope is None else scope.model_dump(exclude_none=True),
+        "exported_at": now_db(),
+    }
+    records = (fmt.to_record(kind, row) for kind in fmt.RECORD_TYPES for row in found.get(kind, []))
+    written = fmt.write(path, header, records)
+    return ExportReport(written.path, written.sha256, written.counts, written.bytes, embeddings)
+
+
+def import_file(memory: Any, path: str | os.PathLike[str], *, reembed: str = "auto") -> ImportReport:
+    """Check the file whole, then write what the store lacks in one transaction."""
+    if reembed not in REEMBED:
+        raise ValueError(f"reembed must be one of {', '.join(REEMBED)}, not {reembed!r}")
+    header, records, digest = fmt.read(path)
+    _check_references(os.fspath(path), records)
+    rows = {kind: [fmt.to_row(record) for record in found] for kind, found in records.items()}
+    keys = [(row["id"], row["version"]) for row in rows["memory"]]
+    held = sql.held_memory_versions(memory.store, keys)
+    wanted = [key for key in keys if key not in held]
+    name, dim = memory.embedder.name, memory.embedder.dim
+    from_file = {(row["memory_id"], row["version"]): row["embedding"] for row in rows.pop("vector")}
+    odd = [
+        key
+        for key, vector in from_file.items()
+        if header.embedder is None or len(vector) != header.embedder.dim
+    ]
+    if odd:
+        raise ExportFileError(
+            f"{os.fspath(path)}: the vector of memory {odd[0][0]!r} does not have the header's embedder dimension; "
+            "nothing was imported"
+        )
+    same = header.embedder is not None and (header.embedder.name, header.embedder.dim) == (name, dim)
+    usable = same and all(key in from_file for key in wanted)
+    if wanted and not usable and reembed == "never":
+        why = (
+            "holds no vectors"
+            if not from_file
+            else f"was embedded with {header.embedder.name!r} ({header.embedder.dim} dimensions)"
+            if header.embedder and not same
+            else "lacks vectors of some memories"
+        )
+        raise ExportFileError(
+            f"{os.fspath(path)} {why} and this store embeds with {name!r} ({dim} dimensions); "
+            "import with reembed='auto' or 'always' to compute them here; nothing was imported"
+        )
+    vectors: dict[tuple[str, int], np.ndarray] = {}
+    if wanted and (reembed == "always" or not usable):
+        by_key = {row_key(row): row["content"] for row in rows["memory"]}
+        texts = sorted({by_key[key] for key in wanted})
+        embedded = dict(zip(texts, memory.embedder.embed(texts))) if texts else {}
+        vectors = {key: embedded[by_key[key]] for key in wanted}
+        reembedded = len(wanted)
+    else:
+        vectors = {key: from_file[key] for key in wanted}
+        reembedded = 0
+    counts = sql.import_rows(memory.store, rows, vectors)
+    return ImportReport(
+        os.fspath(path),
+        digest,
+        {kind: new for kind, (new, _) in counts.items()},
+        {kind: held for kind, (_, held) in counts.items()},
+        reembedded,
+        name,
+    )
+
+
+def row_key(row: dict[str, Any]) -> tuple[str, int]:
+    return row["id"], row["version"]
+
+
+def _check_references(path: str, records: dict[str, list[dict[str, Any]]]) -> None:
+    """An export holds what its records name: a record naming a missing one is refused here
+    (before the database would refuse it half-way)."""
+    entities = {record["id"] for record in records["entity"]}
+    episodes = {record["id"] for record in records["episode"]}
+    memories = {record["id"] for record in records["memory"]}
+    versions = {(record["id"], record["version"]) for record in records["memory"]}
+    blocks = {record["id"] for record in records["block"]}
+    names = {
+        "memory": [(end, record.get(end), entities) for record in records["memory"] for end in ("subject_id", "object_id")],
+        "memory_source": [
+            ref for record in records["memory_source"]
+            for ref in (("memory_id", record["memory_id"], memories), ("episode_id", record["episode_id"], episodes))
+        ],
+        "memory_link": [
+            ref for record in records["memory_link"]
+            for ref in (("memory_id", record["memory_id"], memories), ("linked_id", record["linked_id"], memories))
+        ],
+        "turn_context": [
+            ref for record in records["turn_context"]
+            for ref in (("memory", (record["memory_id"], record["version"]), versions),
+                        ("episode_id", record["episode_id"], episodes))
+        ],
+        "vector": [("memory", (record["memory_id"], record["version"]), versions) for record in records["vector"]],
+        "block_version": [("block_id", record["block_id"], blocks) for record in records["block_version"]],
+    }  # fmt: skip
+    for kind, refs in names.items():
+        for field, value, known in refs:
+            if value is not None and value not in known:
+                raise ExportFileError(
+                    f"{path}: a {kind} record names {field} {value!r}, which the file does not hold; "
+                    "nothing was imported"
+                )

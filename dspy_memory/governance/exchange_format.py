@@ -1,0 +1,317 @@
+"""The export file (docs/governance.md, "Export and import"): JSON Lines, gzipped when the name
+ends in .gz. Line 1 is a header, then one typed record per line, the last line a trailer with
+the count of each record type and a sha256 over the record lines. Every record is one JSON
+object, keys sorted, no spaces, UTF-8: the same rows give the same bytes.
+
+Reading checks everything before anything is written: the header (format name and version), the
+trailer (present: the file is complete; counts; checksum), then every record against its type
+(`RECORD_MODELS`; unknown types and fields are refused) and the references between records.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import json
+import os
+import tempfile
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from dspy_memory.errors import DSPyMemoryError
+from dspy_memory.types import EPISODE_SOURCES, MEMORY_KINDS
+
+FORMAT = "dspy-memory-export"
+FORMAT_VERSION = 1
+MAX_LINE_BYTES = 64 * 2**20
+# In the order they are written and imported (a record comes after those it names).
+RECORD_TYPES = (
+    "entity", "episode", "memory", "turn_context", "memory_source", "memory_link", "memory_event",
+    "block", "block_version", "lifecycle_settings", "write_run", "vector",
+)  # fmt: skip
+# Stored as text (JSON) or 0/1 in the database; objects and booleans in the file.
+JSON_FIELDS = frozenset({"metadata", "settings", "episode_ids", "rejected"})
+BOOL_FIELDS = frozenset({"pinned", "read_only", "infer"})
+
+
+class ExportFileError(DSPyMemoryError):
+    """The file is not a complete, unaltered dspy-memory export this version can read."""
+
+
+_Time = Annotated[str, Field(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")]
+_Id = Annotated[str, Field(min_length=1, max_length=256)]
+_Scope = {name: (_Id | None, None) for name in ("user_id", "agent_id", "run_id")}
+_Share = Annotated[float, Field(ge=0, le=1)]
+_Count = Annotated[int, Field(ge=0)]
+_Version = Annotated[int, Field(ge=1)]
+_Opt = (str | None, None)
+_FIELDS: dict[str, dict[str, Any]] = {
+    "entity": {
+        "id": (_Id, ...), **_Scope, "name": (str, ...), "normalized_name": (str, ...), "type": _Opt,
+        "summary": _Opt, "metadata": (dict[str, Any], ...), "created_at": (_Time, ...), "updated_at": (_Time, ...),
+    },
+    "episode": {
+        "id": (_Id, ...), **_Scope, "source": (Literal[EPISODE_SOURCES], ...), "role": _Opt, "name": _Opt,
+        "content": (str, ...), "metadata": (dict[str, Any], ...), "occurred_at": (_Time, ...),
+        "ingested_at": (_Time, ...), "status": (Literal["pending", "done", "failed"], ...), "error": _Opt,
+        "attempts": (_Count, ...), "infer": (bool, ...),
+    },
+    "memory": {
+        "id": (_Id, ...), "version": (_Version, ...), **_Scope, "content": (str, ...),
+        "kind": (Literal[MEMORY_KINDS], ...), "subject_id": (_Id | None, None), "predicate": _Opt,
+        "object_id": (_Id | None, None), "confidence": (_Share, ...), "importance": (_Share, ...),
+        "strength": (Annotated[float, Field(gt=0)], ...), "access_count": (_Count, ...),
+        "last_accessed_at": (_Time | None, None), "content_hash": (str, ...), "metadata": (dict[str, Any], ...),
+        "valid_at": (_Time | None, None), "invalid_at": (_Time | None, None), "created_at": (_Time, ...),
+        "expired_at": (_Time | None, None), "superseded_by": (_Id | None, None),
+        "archived_at": (_Time | None, None), "pinned": (bool, ...),
+    },
+    "turn_context": {"memory_id": (_Id, ...), "version": (_Version, ...), "episode_id": (_Id, ...)},
+    "memory_source": {"memory_id": (_Id, ...), "episode_id": (_Id, ...), "created_at": (_Time, ...)},
+    "memory_link": {
+        "memory_id": (_Id, ...), "linked_id": (_Id, ...), "relation": (Literal["merged_from", "summarizes"], ...),
+    },
+    "memory_event": {
+        "memory_id": (_Id, ...), **_Scope,
+        "event": (Literal["ADD", "UPDATE", "INVALIDATE", "DELETE", "MERGE", "DECAY", "RESTORE"], ...),
+        "version": (_Version | None, None), "old_content": _Opt, "new_content": _Opt, "reason": _Opt,
+        "actor": (str, ...), "episode_id": (_Id | None, None), "metadata": (dict[str, Any], ...),
+        "created_at": (_Time, ...),
+    },
+    "block": {
+        "id": (_Id, ...), **_Scope, "label": (str, ...), "value": (str, ...),
+        "char_limit": (Annotated[int, Field(gt=0)], ...), "read_only": (bool, ...), "description": _Opt,
+        "version": (_Version, ...), "created_at": (_Time, ...), "updated_at": (_Time, ...),
+    },
+    "block_version": {
+        "block_id": (_Id, ...), "version": (_Version, ...), "value": (str, ...), "actor": (str, ...),
+        "reason": _Opt, "created_at": (_Time, ...),
+    },
+    "lifecycle_settings": {**_Scope, "settings": (dict[str, Any], ...), "updated_at": (_Time, ...)},
+    "write_run": {
+        **_Scope, "mode": (str, ...), "episode_ids": (list[_Id], ...), "lm": _Opt, "lm_calls": (_Count, ...),
+        "prompt_tokens": (_Count, ...), "completion_tokens": (_Count, ...), "ops_applied": (_Count, ...),
+        "rejected": (list[Any], ...), "error": _Opt, "started_at": (_Time, ...), "finished_at": (_Time, ...),
+    },
+    "vector": {
+        "memory_id": (_Id, ...), "version": (_Version, ...), "dim": (Annotated[int, Field(gt=0)], ...),
+        "vector": (str, ...),
+    },
+}  # fmt: skip
+_STRICT = ConfigDict(extra="forbid", strict=True)
+RECORD_MODELS: dict[str, type[BaseModel]] = {
+    name: create_model(f"{name}_record", __config__=_STRICT, record=(Literal[name], ...), **fields)  # type: ignore[call-overload]
+    for name, fields in _FIELDS.items()
+}
+
+
+class Embedder(BaseModel):
+    model_config = _STRICT
+    name: str
+    dim: Annotated[int, Field(gt=0)]
+
+
+class Header(BaseModel):
+    model_config = _STRICT
+    record: Literal["header"]
+    format: Literal["dspy-memory-export"]
+    format_version: int
+    schema_version: int
+    library_version: str
+    embedder: Embedder | None
+    embeddings: bool  # vector records included
+    scope: dict[str, str] | None  # None: every scope of the store
+    exported_at: _Time
+    counts: dict[str, _Count]
+
+
+class Trailer(BaseModel):
+    model_config = _STRICT
+    record: Literal["trailer"]
+    counts: dict[str, _Count]
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+def dumps(record: Mapping[str, Any]) -> bytes:
+    return json.dumps(
+        record, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+    ).encode()
+
+
+def to_record(kind: str, row: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored row as a record of type `kind`."""
+    record: dict[str, Any] = {"record": kind}
+    for name, value in row.items():
+        if name in JSON_FIELDS and isinstance(value, str):
+            value = json.loads(value)
+        elif name in BOOL_FIELDS:
+            value = bool(value)
+        elif name == "embedding":
+            name, value = "vector", base64.b64encode(np.asarray(value, dtype="<f4").tobytes()).decode()
+            record["dim"] = len(row["embedding"])
+        record[name] = value
+    return record
+
+
+def to_row(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A validated record as a row to store (vectors decoded to `embedding`)."""
+    row: dict[str, Any] = {}
+    for name, value in record.items():
+        if name == "record":
+            continue
+        if name in JSON_FIELDS:
+            value = json.dumps(value, ensure_ascii=False)
+        elif name in BOOL_FIELDS:
+            value = int(value)
+        elif name == "vector":
+            name, value = "embedding", decode_vector(record)
+        row[name] = value
+    return row
+
+
+def decode_vector(record: Mapping[str, Any]) -> np.ndarray:
+    try:
+        raw = base64.b64decode(record["vector"], validate=True)
+    except ValueError:
+        raise ExportFileError(f"the vector of memory {record['memory_id']!r} is not base64") from None
+    if len(raw) != 4 * record["dim"]:
+        raise ExportFileError(
+            f"the vector of memory {record['memory_id']!r} has {len(raw)} bytes, not {record['dim']} float32 values"
+        )
+    vector = np.frombuffer(raw, dtype="<f4").astype(np.float32)
+    if not np.isfinite(vector).all():
+        raise ExportFileError(f"the vector of memory {record['memory_id']!r} holds a NaN or infinity")
+    return vector
+
+
+@dataclass(frozen=True)
+class Written:
+    path: str
+    sha256: str  # over the record lines, as in the trailer
+    counts: dict[str, int]
+    bytes: int
+
+
+def write(
+    path: str | os.PathLike[str], header: dict[str, Any], records: Iterable[Mapping[str, Any]]
+) -> Written:
+    """Write header, records and trailer to a temporary file next to `path`, then move it into
+    place: a reader never sees half an export."""
+    path = os.fspath(path)
+    lines = [dumps(record) + b"\n" for record in records]
+    counts = dict(sorted(Counter(json.loads(line)["record"] for line in lines).items()))
+    digest = hashlib.sha256(b"".join(lines)).hexdigest()
+    folder = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(prefix=".export-", dir=folder)
+    try:
+        with os.fdopen(handle, "wb") as raw:
+            # mtime=0 and no name: the gzip wrapper adds no bytes of its own that vary.
+            out = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") if path.endswith(".gz") else raw
+            out.write(dumps({**header, "record": "header", "counts": counts}) + b"\n")
+            out.writelines(lines)
+            out.write(dumps({"record": "trailer", "counts": counts, "sha256": digest}) + b"\n")
+            if out is not raw:
+                out.close()
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+    return Written(path, digest, counts, os.path.getsize(path))
+
+
+def _lines(path: str) -> list[bytes]:
+    try:
+        with open(path, "rb") as raw:
+            gzipped = raw.read(2) == b"\x1f\x8b"
+        opened: Any = gzip.open(path, "rb") if gzipped else open(path, "rb")
+        lines = []
+        with opened as source:
+            while line := source.readline(MAX_LINE_BYTES + 1):
+                if len(line) > MAX_LINE_BYTES:
+                    raise ExportFileError(
+                        f"{path}: line {len(lines) + 1} is longer than {MAX_LINE_BYTES} bytes"
+                    )
+                lines.append(line)
+        return lines
+    except FileNotFoundError:
+        raise ExportFileError(f"no export file at {path!r}") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise ExportFileError(
+            f"{path}: the gzip stream is damaged or cut short ({exc}); nothing was imported"
+        ) from None
+
+
+def _json(path: str, number: int, line: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(line)
+        # Lone surrogates ("\ud800") parse but cannot be stored as UTF-8.
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (ValueError, UnicodeError, RecursionError):
+        raise ExportFileError(f"{path}: line {number} is not valid JSON text") from None
+    if not isinstance(value, dict) or not isinstance(value.get("record"), str):
+        raise ExportFileError(f'{path}: line {number} is not a record (a JSON object with a "record" field)')
+    return value
+
+
+def _checked(path: str, number: int, model: type[BaseModel], value: dict[str, Any]) -> None:
+    try:
+        model.model_validate(value)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"]) or "record"
+        raise ExportFileError(
+            f"{path}: line {number} ({value.get('record')} record): {where}: {problem['msg']}"
+        ) from None
+
+
+def read(path: str | os.PathLike[str]) -> tuple[Header, dict[str, list[dict[str, Any]]], str]:
+    """(header, {record type: records in file order}, sha256) of a complete, valid export."""
+    path = os.fspath(path)
+    lines = _lines(path)
+    if not lines:
+        raise ExportFileError(f"{path} is empty; not a dspy-memory export")
+    first = _json(path, 1, lines[0])
+    if first.get("record") != "header" or first.get("format") != FORMAT:
+        raise ExportFileError(f"{path} is not a dspy-memory export (line 1 is no {FORMAT} header)")
+    version = first.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ExportFileError(
+            f"{path} has export format version {version!r}; this dspy-memory reads version {FORMAT_VERSION} "
+            "(upgrade dspy-memory to read newer exports)"
+        )
+    _checked(path, 1, Header, first)
+    header = Header.model_validate(first)
+    last = _json(path, len(lines), lines[-1]) if len(lines) > 1 and lines[-1].endswith(b"\n") else {}
+    if last.get("record") != "trailer":
+        raise ExportFileError(f"{path} is cut short (its last line is no trailer); nothing was imported")
+    _checked(path, len(lines), Trailer, last)
+    trailer = Trailer.model_validate(last)
+    body = lines[1:-1]
+    digest = hashlib.sha256(b"".join(body)).hexdigest()
+    if digest != trailer.sha256:
+        raise ExportFileError(
+            f"{path}: the records do not match the trailer's checksum (the file was changed or damaged); "
+            "nothing was imported"
+        )
+    records: dict[str, list[dict[str, Any]]] = {kind: [] for kind in RECORD_TYPES}
+    for number, line in enumerate(body, start=2):
+        value = _json(path, number, line)
+        model = RECORD_MODELS.get(value["record"])
+        if model is None:
+            raise ExportFileError(
+                f"{path}: line {number} has an unknown record type {value['record'][:40]!r}"
+            )
+        _checked(path, number, model, value)
+        records[value["record"]].append(value)
+    counts = {kind: len(found) for kind, found in records.items() if found}
+    if counts != trailer.counts or counts != header.counts:
+        raise ExportFileError(f"{path}: the record counts {counts} differ from the header's or trailer's")
+    return header, records, digest
