@@ -25,11 +25,15 @@ BACKENDS = ("sqlite", "postgres")
 
 def pytest_generate_tests(metafunc):
     """Tests of modules marked `backends` that open a store (through `db_path`) run on each
-    backend; `sqlite_only` ones (about the file's bytes, its locks) on SQLite alone."""
+    backend; `sqlite_only` ones (about the file's bytes, its locks) on SQLite alone. Modules
+    also marked `encrypted` run them on an encrypted SQLite file too ("sqlcipher")."""
     if "db_path" not in metafunc.fixturenames or metafunc.definition.get_closest_marker("backends") is None:
         return
     only = metafunc.definition.get_closest_marker("sqlite_only")
-    metafunc.parametrize("backend", ("sqlite",) if only else BACKENDS, indirect=True)
+    backends = ("sqlite",) if only else BACKENDS
+    if metafunc.definition.get_closest_marker("encrypted") is not None:
+        backends = (*backends, "sqlcipher")
+    metafunc.parametrize("backend", backends, indirect=True)
 
 
 @pytest.fixture
@@ -50,15 +54,31 @@ def postgres_server(tmp_path_factory):
 
 @pytest.fixture
 def db_path(tmp_path, backend, request):
-    """Where a test's store lives: a file, or (backend "postgres") a fresh schema of the session's
+    """Where a test's store lives: a file, an encrypted file (backend "sqlcipher": the key in
+    $DSPY_MEMORY_ENCRYPTION_KEY), or (backend "postgres") a fresh schema of the session's
     server, dropped after the test."""
     if backend == "sqlite":
         return str(tmp_path / "memory.db")
+    if backend == "sqlcipher":
+        # Every store the test opens reads the key from the environment, as a deployment would.
+        pytest.importorskip("sqlcipher3", reason="the encryption extra is not installed")
+        from tests.encrypted import TEST_KEY
+
+        request.getfixturevalue("monkeypatch").setenv("DSPY_MEMORY_ENCRYPTION_KEY", TEST_KEY)
+        path = tmp_path / "memory.db"
+        request.addfinalizer(lambda: _check_encrypted(path))
+        return str(path)
     from tests.pg import fresh_schema
 
     url, drop = fresh_schema(request.getfixturevalue("postgres_server"))
     request.addfinalizer(drop)
     return url
+
+
+def _check_encrypted(path):
+    """The variant proves something only if the file it ran on was encrypted."""
+    if path.exists() and path.stat().st_size:
+        assert path.read_bytes()[:16] != b"SQLite format 3\x00", f"{path} was written in plaintext"
 
 
 @pytest.fixture

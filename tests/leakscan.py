@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import sqlean
+
+from .encrypted import connect, decrypted_file, decrypted_wal, key_in_use
 
 MARK = "zq"
 _LETTERS = "bcdfghjklmnpqrstvwxz"
@@ -41,24 +42,33 @@ def fragments(word: str) -> set[str]:
 
 
 def file_bytes(path: str) -> dict[str, bytes]:
-    """The database file and its WAL (when there is one), as stored on disk."""
+    """The database file and its WAL (when there is one), as stored on disk; an encrypted file
+    (a key in use: tests/encrypted.py) with every page decrypted, freed ones and old WAL frames
+    included: its bytes on disk would prove nothing."""
     parts = {"file": Path(path).read_bytes()}
     wal = Path(path + "-wal")
     if wal.exists():
         parts["wal"] = wal.read_bytes()
+    key = key_in_use()
+    if key is not None:
+        parts["file"] = decrypted_file(parts["file"], bytes.fromhex(key))
+        if "wal" in parts:
+            parts["wal"] = decrypted_wal(parts["wal"], bytes.fromhex(key))
     return parts
 
 
 def table_values(path: str) -> Iterator[tuple[str, object]]:
     """Every (table, value) in the file, shadow tables included. Virtual tables that need an
     extension to be read are skipped: their shadow tables hold the data."""
-    conn = sqlean.connect(path)
+    conn = connect(path)
     try:
         names = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         for name in names:
             try:
                 rows = conn.execute(f'SELECT * FROM "{name}"').fetchall()
-            except sqlean.OperationalError:
+            except Exception as exc:  # sqlean's or sqlcipher3's OperationalError
+                if "no such module" not in str(exc):
+                    raise
                 continue
             for row in rows:
                 for value in row:
@@ -163,7 +173,7 @@ def leaks(path: str, words: Iterable[str] = (), blobs: Iterable[bytes] = ()) -> 
 
 def integrity(path: str) -> list[str]:
     """PRAGMA integrity_check of the file (["ok"] when sound)."""
-    conn = sqlean.connect(path)
+    conn = connect(path)
     try:
         return [row[0] for row in conn.execute("PRAGMA integrity_check")]
     finally:

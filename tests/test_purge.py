@@ -6,14 +6,14 @@ import threading
 from pathlib import Path
 
 import pytest
-import sqlean
 
 from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder, text_hash
 
-from .leakscan import leaks
+from .encrypted import connect
+from .leakscan import file_bytes, leaks
 
-pytestmark = pytest.mark.backends
+pytestmark = [pytest.mark.backends, pytest.mark.encrypted]
 
 SECRET_USER = "ada-secret-user"
 SECRET_WORDS = ("zanzibarquartz", "aubergineprotocol", "velvetlighthouse")
@@ -62,10 +62,7 @@ def test_delete_scope_leaves_nothing_of_the_user(db_path):
         assert not getattr(memory.store.keywords, "_frequencies_cache", None)
     if db_path.startswith("postgresql://"):
         return  # the server's files: docs/scaling.md, "Erasure"
-    raw = Path(db_path).read_bytes()
-    wal = Path(db_path + "-wal")
-    if wal.exists():
-        raw += wal.read_bytes()
+    raw = b"".join(file_bytes(db_path).values())  # an encrypted file's pages decrypted
     for needle in (*SECRET_WORDS, SECRET_USER):
         assert needle.encode() not in raw.lower(), needle
     for vector in vectors:
@@ -126,7 +123,7 @@ def test_idle_connections_of_other_threads_do_not_keep_erased_pages_in_the_wal(d
 def test_a_reader_holding_the_wal_is_reported_and_the_next_purge_empties_it(db_path, caplog):
     with Memory(db_path, embedder=HashEmbedder(64), busy_timeout_ms=100) as memory:
         ada, vectors = fill(memory)
-        reader = sqlean.connect(db_path)
+        reader = connect(db_path)
         reader.execute("BEGIN")
         reader.execute("SELECT count(*) FROM episodes").fetchone()  # a snapshot from before
         with caplog.at_level(logging.WARNING, logger="dspy_memory"):

@@ -15,7 +15,7 @@ from dspy_memory.types import Scope
 
 from .scripted import fused_lm
 
-pytestmark = pytest.mark.backends
+pytestmark = [pytest.mark.backends, pytest.mark.encrypted]
 
 RECIPES = ("hybrid", "dense", "keyword")
 

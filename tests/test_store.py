@@ -9,7 +9,7 @@ from dspy_memory.embed import HashEmbedder
 from dspy_memory.store import Store, resolve_driver
 from dspy_memory.store.sqlite.migrations import LATEST_VERSION, MIGRATIONS, Migration, migrate
 
-pytestmark = pytest.mark.backends
+pytestmark = [pytest.mark.backends, pytest.mark.encrypted]
 
 EXPECTED_TABLES = {
     "meta",

@@ -81,7 +81,10 @@ class SqliteBackend:
         with self.conns.transaction() as conn:
             pages = zero_free_space(conn)
         if pages is None:
-            logger.warning("this SQLite has no sqlite_dbpage table: VACUUM clears free space instead")
+            # SQLCipher's builds have no sqlite_dbpage: expected there, so not a warning.
+            (logger.info if self.encrypted else logger.warning)(
+                "this SQLite has no sqlite_dbpage table: VACUUM clears free space instead"
+            )
             with self.conns.read() as conn:
                 conn.execute("VACUUM")
         with self.conns.read() as conn:
