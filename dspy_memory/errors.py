@@ -94,3 +94,16 @@ class WriteConflictError(DSPyMemoryError):
 
 class BlockError(DSPyMemoryError, ValueError):
     """A core-memory block edit was refused (read-only, over its character limit, text not found)."""
+
+
+class BackupError(DSPyMemoryError):
+    """A backup or restore was refused (the destination exists, a PostgreSQL store, a target
+    file still open elsewhere) or failed; nothing was replaced (docs/governance.md)."""
+
+
+class VerificationError(BackupError):
+    """A memory file or backup failed verification; `check` (a FileCheck) says what failed."""
+
+    def __init__(self, message: str, *, check: object = None) -> None:
+        super().__init__(message)
+        self.check = check

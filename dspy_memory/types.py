@@ -392,6 +392,53 @@ class MaintenanceReport(BaseModel):
     duration_s: float = 0.0
 
 
+class BackupManifest(BaseModel):
+    """What `Memory.backup()` writes next to a backup, as `<backup>.manifest.json`
+    (docs/governance.md): the file's sha256 and size, the schema and library versions, the
+    embedder, rows per table and per index, and whether the file is encrypted. `verify_file`
+    checks a backup against it."""
+
+    format: Literal["dspy-memory-backup"] = "dspy-memory-backup"
+    format_version: int = 1
+    file: str
+    sha256: str
+    size: int
+    schema_version: int
+    library_version: str
+    embedder: str | None = None
+    dimension: int | None = None
+    tables: dict[str, int]
+    indexes: dict[str, int]
+    encrypted: bool = False
+    source: str | None = None
+    created_at: datetime
+    duration_s: float = 0.0
+
+
+class FileCheck(BaseModel):
+    """What `verify_file` found in a memory file or backup. `ok` when it opens with
+    sqlite-vec (with the key, if encrypted), SQLite's integrity check passes, every index holds
+    one entry per memory row, the schema version is one this library knows, and the manifest
+    (when there is one) agrees with the file. `problems` says what failed, in words."""
+
+    path: str
+    problems: list[str] = Field(default_factory=list)
+    integrity: str = ""
+    schema_version: int = 0
+    embedder: str | None = None
+    dimension: int | None = None
+    tables: dict[str, int] = Field(default_factory=dict)
+    indexes: dict[str, int] = Field(default_factory=dict)
+    sha256: str = ""
+    manifest: str | None = None
+    encrypted: bool = False
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
 class AuditEntry(BaseModel):
     """One entry of the hash-chained audit log (docs/governance.md, "The audit log"). The
     scope is only there as salted hashes; `counts`, `memory_ids` and `details` hold no content."""
