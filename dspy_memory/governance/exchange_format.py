@@ -278,7 +278,10 @@ def read(path: str | os.PathLike[str]) -> tuple[Header, dict[str, list[dict[str,
     lines = _lines(path)
     if not lines:
         raise ExportFileError(f"{path} is empty; not a dspy-memory export")
-    first = _json(path, 1, lines[0])
+    try:
+        first = _json(path, 1, lines[0])
+    except ExportFileError:
+        first = {}
     if first.get("record") != "header" or first.get("format") != FORMAT:
         raise ExportFileError(f"{path} is not a dspy-memory export (line 1 is no {FORMAT} header)")
     version = first.get("format_version")

@@ -1,0 +1,419 @@
+"""Export and import (docs/governance.md, "Export and import"): one JSONL format on both backends;
+a round trip gives the same records and the same answers on both time axes; importing twice
+changes nothing; another embedder re-embeds; a scope's export holds nothing of another; damaged,
+edited or hostile files are refused before anything is written."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+
+import pytest
+
+from dspy_memory import Memory
+from dspy_memory.cli import main
+from dspy_memory.embed import HashEmbedder
+from dspy_memory.errors import DSPyMemoryError
+from dspy_memory.governance.exchange_format import ExportFileError
+from dspy_memory.store.exchange import ImportConflictError
+
+from .pg import fresh_schema
+from .test_migrate import build_source
+
+pytestmark = pytest.mark.backends
+
+SCOPES = (
+    {"user_id": "ada"},
+    {"user_id": "bob"},
+    {"user_id": "cy", "agent_id": "helper"},
+    {"agent_id": "helper"},
+)
+QUERIES = ("where does Ada live", "sandwiches lemonade hike", "tea peanuts", "note")
+
+
+@pytest.fixture
+def other_store(backend, tmp_path, request):
+    """Where a second store lives, on the same backend as `db_path`."""
+    made = iter(range(100))
+
+    def make() -> str:
+        if backend == "sqlite":
+            return str(tmp_path / f"other-{next(made)}.db")
+        url, drop = fresh_schema(request.getfixturevalue("postgres_server"))
+        request.addfinalizer(drop)
+        return url
+
+    return make
+
+
+def opened(path, dim=64):
+    return Memory(path, embedder=HashEmbedder(dim), track_access=False)
+
+
+def records(path) -> list[str]:
+    """The record lines of an export (header and trailer left out)."""
+    with open(path, "rb") as raw:
+        data = raw.read()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    return data.decode().splitlines()[1:-1]
+
+
+def answers(path, known_at) -> dict:
+    """What the store says, on both time axes, in every scope (volatile fields left out)."""
+
+    def row(record):
+        return (
+            record.id, record.version, record.content, record.kind, record.subject, record.predicate,
+            record.object, record.valid_at, record.invalid_at, record.created_at, record.expired_at,
+            record.status, record.archived_at, record.pinned, record.superseded_by,
+        )  # fmt: skip
+
+    found = {}
+    with opened(path) as memory:
+        for scope in SCOPES:
+            key = json.dumps(scope)
+            for query in QUERIES:
+                for label, view in (
+                    ("now", {}),
+                    ("as_of", {"as_of": "2024-02-01"}),
+                    ("known", {"known_at": known_at}),
+                ):
+                    hits = memory.search(query, k=20, **scope, **view)
+                    found[key, query, label] = [
+                        (row(hit.memory), [p.episode_id for p in hit.provenance]) for hit in hits
+                    ]
+            found[key, "get_all"] = [row(r) for r in memory.get_all(**scope, include_archived=True)]
+            found[key, "get_all as_of"] = [row(r) for r in memory.get_all(**scope, as_of="2024-02-01")]
+            found[key, "get_all known_at"] = [row(r) for r in memory.get_all(**scope, known_at=known_at)]
+            for subject in ("Ada", "Bob"):
+                found[key, "timeline", subject] = [row(r) for r in memory.timeline(subject=subject, **scope)]
+                earlier = memory.timeline(subject=subject, known_at=known_at, **scope)
+                found[key, "timeline known_at", subject] = [row(r) for r in earlier]
+            for record in memory.get_all(**scope, include_archived=True, known_at=known_at):
+                found[key, "history", record.id] = [
+                    event.model_dump(exclude={"id"}) for event in memory.history(record.id, **scope)
+                ]
+    return found
+
+
+def built(path) -> str:
+    """The test_migrate store (LM facts with an invalidation, raw turns in a conversation, a
+    correction, a delete, blocks, settings, a pin, an archived memory, a summary); returns a
+    time at which the corrected turn's first version was believed (for known_at)."""
+    build_source(path)
+    with opened(path) as memory:
+        [changed] = [r for r in memory.get_all(user_id="bob") if r.version == 2]
+        [first] = [e for e in memory.history(changed.id, user_id="bob") if e.event == "ADD"]
+        return first.created_at.isoformat()
+
+
+def test_round_trip_keeps_records_and_answers_on_both_time_axes(db_path, other_store, tmp_path):
+    known_at = built(db_path)
+    before = answers(db_path, known_at)
+    assert (
+        before['{"user_id": "ada"}', "where does Ada live", "as_of"]
+        != before['{"user_id": "ada"}', "where does Ada live", "now"]
+    )
+    assert before['{"user_id": "bob"}', "get_all known_at"] != before['{"user_id": "bob"}', "get_all"]
+    first, second = tmp_path / "a.jsonl.gz", tmp_path / "b.jsonl.gz"
+    with opened(db_path) as memory:
+        exported = memory.export(first, all_scopes=True, include_embeddings=True)
+    assert exported.counts["memory"] == exported.counts["vector"] > 10
+    assert all(
+        exported.counts[kind] > 0
+        for kind in (
+            "entity",
+            "episode",
+            "memory_event",
+            "memory_link",
+            "block_version",
+            "turn_context",
+            "lifecycle_settings",
+            "write_run",
+        )
+    )
+    copy = other_store()
+    with opened(copy) as memory:
+        report = memory.import_(first)
+        assert report.reembedded == 0 and report.new["memory"] == exported.counts["memory"]
+        again = memory.export(second, all_scopes=True, include_embeddings=True)
+        assert memory.check().ok
+    assert records(first) == records(second) and again.sha256 == exported.sha256
+    assert answers(copy, known_at) == before
+
+
+def test_the_same_data_exports_to_the_same_bytes_but_the_time(db_path, tmp_path):
+    built(db_path)
+    with opened(db_path) as memory:
+        memory.export(tmp_path / "one.jsonl", user_id="ada")
+        memory.export(tmp_path / "two.jsonl.gz", user_id="ada")
+    one, two = (
+        (tmp_path / "one.jsonl").read_bytes(),
+        gzip.decompress((tmp_path / "two.jsonl.gz").read_bytes()),
+    )
+    assert one.split(b"\n")[1:] == two.split(b"\n")[1:]
+    header = json.loads(one.split(b"\n")[0])
+    assert header["format"] == "dspy-memory-export" and header["scope"] == {"user_id": "ada"}
+    assert header["embedder"] == {"name": "test-hash-v1:64", "dim": 64} and header["embeddings"] is False
+    trailer = json.loads(one.rstrip(b"\n").split(b"\n")[-1])
+    assert (
+        trailer["sha256"]
+        == hashlib.sha256(b"".join(line + b"\n" for line in one.split(b"\n")[1:-2])).hexdigest()
+    )
+
+
+def table_counts(path, dim=64) -> dict:
+    with opened(path, dim) as memory:
+        stats = memory.stats()
+        return {**stats["tables"], "current": stats["current_memories"]}
+
+
+def test_importing_twice_changes_nothing(db_path, other_store, tmp_path):
+    built(db_path)
+    with opened(db_path) as memory:
+        memory.export(tmp_path / "all.jsonl", all_scopes=True)
+    copy = other_store()
+    with opened(copy) as memory:
+        first = memory.import_(tmp_path / "all.jsonl")
+    counts = table_counts(copy)
+    with opened(copy) as memory:
+        second = memory.import_(tmp_path / "all.jsonl")
+        memory.export(tmp_path / "again.jsonl", all_scopes=True)
+    assert first.changed and not second.changed
+    assert second.present == first.new and set(second.new.values()) == {0}
+    assert table_counts(copy) == counts
+    assert records(tmp_path / "all.jsonl") == records(tmp_path / "again.jsonl")
+
+
+def test_another_embedder_re_embeds(db_path, other_store, tmp_path):
+    built(db_path)
+    with opened(db_path) as memory:
+        memory.export(tmp_path / "with.jsonl", user_id="ada", include_embeddings=True)
+        memory.export(tmp_path / "without.jsonl", user_id="ada")
+    file_vectors = [
+        json.loads(line) for line in records(tmp_path / "with.jsonl") if '"record":"vector"' in line
+    ]
+    for name in ("with.jsonl", "without.jsonl"):
+        copy = other_store()
+        with opened(copy, dim=32) as memory:
+            report = memory.import_(tmp_path / name)
+            assert report.reembedded == len(file_vectors) > 0 and report.embedder == "test-hash-v1:32"
+            assert (
+                "Denver"
+                in memory.search("where does Ada live", user_id="ada", recipe="dense")[0].memory.content
+            )
+            memory.export(tmp_path / "mine.jsonl", user_id="ada", include_embeddings=True)
+        mine = [json.loads(line) for line in records(tmp_path / "mine.jsonl") if '"record":"vector"' in line]
+        assert {v["dim"] for v in mine} == {32} and len(mine) == len(file_vectors)
+    # The same embedder: the file's vectors are used as they are.
+    copy = other_store()
+    with opened(copy) as memory:
+        assert memory.import_(tmp_path / "with.jsonl", reembed="never").reembedded == 0
+        memory.export(tmp_path / "same.jsonl", user_id="ada", include_embeddings=True)
+    assert records(tmp_path / "same.jsonl") == records(tmp_path / "with.jsonl")
+    copy = other_store()
+    with opened(copy, dim=32) as memory, pytest.raises(ExportFileError, match="reembed='auto'"):
+        memory.import_(tmp_path / "with.jsonl", reembed="never")
+    assert table_counts(copy, 32)["memories"] == 0
+
+
+def test_a_scope_export_holds_nothing_of_another(db_path, tmp_path):
+    built(db_path)
+    with opened(db_path) as memory:
+        memory.export(tmp_path / "ada.jsonl", user_id="ada")
+        memory.export(tmp_path / "helper.jsonl", agent_id="helper")  # stored without a user only
+    text = (tmp_path / "ada.jsonl").read_text()
+    for word in ("sandwiches", "Carla", "peanuts", "tea", "bob", "note without"):
+        assert word not in text
+    users = {json.loads(line).get("user_id", "ada") for line in records(tmp_path / "ada.jsonl")}
+    assert users == {"ada"}
+    helper = records(tmp_path / "helper.jsonl")
+    assert helper and {json.loads(line).get("user_id") for line in helper} == {None}
+    assert "note without a user" in "\n".join(helper) and "peanuts" not in "\n".join(helper)
+
+
+def rewritten(source, target, change) -> None:
+    """A copy of an export whose records were changed by `change(list of dicts)`, with a trailer
+    and header made to match (a forger's file: only the content checks can refuse it)."""
+    lines = (source).read_text().splitlines()
+    header, body = json.loads(lines[0]), [json.loads(line) for line in lines[1:-1]]
+    change(body)
+    text = [json.dumps(r, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n" for r in body]
+    counts: dict = {}
+    for record in body:
+        counts[record.get("record")] = counts.get(record.get("record"), 0) + 1
+    trailer = {
+        "record": "trailer",
+        "counts": counts,
+        "sha256": hashlib.sha256("".join(text).encode()).hexdigest(),
+    }
+    target.write_text(
+        json.dumps({**header, "counts": counts}) + "\n" + "".join(text) + json.dumps(trailer) + "\n"
+    )
+
+
+def first_of(kind):
+    def pick(body):
+        return next(record for record in body if record["record"] == kind)
+
+    return pick
+
+
+DAMAGE = {
+    "truncated": (
+        lambda path, out: out.write_bytes(path.read_bytes()[: len(path.read_bytes()) * 2 // 3]),
+        "cut short",
+    ),
+    "no trailer": (
+        lambda path, out: out.write_text("".join(path.read_text().splitlines(True)[:-1])),
+        "cut short",
+    ),
+    "edited record": (
+        lambda path, out: out.write_text(path.read_text().replace("Denver", "Dallas")),
+        "checksum",
+    ),
+    "empty": (lambda path, out: out.write_bytes(b""), "empty"),
+    "not an export": (lambda path, out: out.write_text('{"hello": 1}\n'), "not a dspy-memory export"),
+    "binary": (lambda path, out: out.write_bytes(b"\x00\xff" * 50), "not a dspy-memory export"),
+    "future format": (
+        lambda path, out: out.write_text(
+            path.read_text().replace('"format_version":1', '"format_version":99', 1)
+        ),
+        "format version 99",
+    ),
+    "unknown record type": (
+        lambda path, out: rewritten(path, out, lambda body: first_of("memory")(body).update(record="memoir")),
+        "unknown record type 'memoir'",
+    ),
+    "wrong field type": (
+        lambda path, out: rewritten(path, out, lambda body: first_of("memory")(body).update(content=5)),
+        "content",
+    ),
+    "unknown field": (
+        lambda path, out: rewritten(path, out, lambda body: first_of("episode")(body).update(extra="x")),
+        "extra",
+    ),
+    "bad time": (
+        lambda path, out: rewritten(
+            path, out, lambda body: first_of("memory")(body).update(valid_at="yesterday")
+        ),
+        "valid_at",
+    ),
+    "missing episode": (
+        lambda path, out: rewritten(path, out, lambda body: body.remove(first_of("episode")(body))),
+        "does not hold",
+    ),
+    "lone surrogate": (
+        lambda path, out: out.write_text(path.read_text().replace("Denver", "\\ud800", 1)),
+        "checksum|valid JSON",
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_damaged_or_forged_files_are_refused_before_anything_is_written(
+    db_path, other_store, tmp_path, damage
+):
+    built(db_path)
+    with opened(db_path) as memory:
+        memory.export(tmp_path / "ada.jsonl", user_id="ada")
+    make, message = DAMAGE[damage]
+    make(tmp_path / "ada.jsonl", tmp_path / "bad.jsonl")
+    copy = other_store()
+    with opened(copy) as memory, pytest.raises(ExportFileError, match=message):
+        memory.import_(tmp_path / "bad.jsonl")
+    assert set(table_counts(copy).values()) == {0}
+
+
+def test_a_damaged_gzip_is_refused(db_path, other_store, tmp_path):
+    built(db_path)
+    with opened(db_path) as memory:
+        memory.export(tmp_path / "ada.jsonl.gz", user_id="ada")
+    data = (tmp_path / "ada.jsonl.gz").read_bytes()
+    (tmp_path / "cut.jsonl.gz").write_bytes(data[: len(data) - 30])
+    copy = other_store()
+    with opened(copy) as memory, pytest.raises(ExportFileError, match="gzip"):
+        memory.import_(tmp_path / "cut.jsonl.gz")
+    assert set(table_counts(copy).values()) == {0}
+
+
+def test_a_conflicting_row_is_refused_and_nothing_else_is_written(db_path, other_store, tmp_path):
+    built(db_path)
+    with opened(db_path) as memory:
+        memory.export(tmp_path / "ada.jsonl", user_id="ada")
+    copy = other_store()
+    with opened(copy) as memory:
+        memory.import_(tmp_path / "ada.jsonl")
+    counts = table_counts(copy)
+
+    def change(body):
+        first_of("memory")(body)["content"] = "Ada lives in Paris."
+        new = dict(first_of("episode")(body), id="00000000-0000-0000-0000-000000000001", content="new words")
+        body.insert(0, new)
+
+    rewritten(tmp_path / "ada.jsonl", tmp_path / "changed.jsonl", change)
+    with opened(copy) as memory, pytest.raises(ImportConflictError, match="content"):
+        memory.import_(tmp_path / "changed.jsonl")
+    assert table_counts(copy) == counts
+    assert issubclass(ImportConflictError, DSPyMemoryError)
+
+
+def test_a_failure_part_way_leaves_nothing(db_path, other_store, tmp_path, monkeypatch):
+    built(db_path)
+    with opened(db_path) as memory:
+        memory.export(tmp_path / "all.jsonl", all_scopes=True)
+    copy = other_store()
+    with opened(copy) as memory:
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("the disk is full")
+
+        monkeypatch.setattr(memory.store.keywords, "insert", broken)
+        with pytest.raises(RuntimeError, match="disk is full"):
+            memory.import_(tmp_path / "all.jsonl")
+    assert set(table_counts(copy).values()) == {0}
+    with opened(copy) as memory:
+        assert memory.import_(tmp_path / "all.jsonl").changed and memory.check().ok
+
+
+def test_bad_arguments(db_path, tmp_path):
+    with opened(db_path) as memory:
+        with pytest.raises(DSPyMemoryError, match="scope"):
+            memory.export(tmp_path / "x.jsonl")  # strict mode: a scope, or all_scopes=True
+        with pytest.raises(DSPyMemoryError, match="not both"):
+            memory.export(tmp_path / "x.jsonl", user_id="ada", all_scopes=True)
+        with pytest.raises(DSPyMemoryError, match="reembed"):
+            memory.import_(tmp_path / "x.jsonl", reembed="sometimes")
+        with pytest.raises(ExportFileError, match="no export file"):
+            memory.import_(tmp_path / "missing.jsonl")
+
+
+@pytest.mark.sqlite_only
+def test_sqlite_export_postgres_import_export_is_identical(db_path, tmp_path, postgres_server, request):
+    built(db_path)
+    with opened(db_path) as memory:
+        memory.export(tmp_path / "file.jsonl", all_scopes=True, include_embeddings=True)
+    url, drop = fresh_schema(postgres_server)
+    request.addfinalizer(drop)
+    with opened(url) as memory:
+        memory.import_(tmp_path / "file.jsonl")
+        memory.export(tmp_path / "pg.jsonl", all_scopes=True, include_embeddings=True)
+    assert records(tmp_path / "file.jsonl") == records(tmp_path / "pg.jsonl")
+
+
+def test_cli_export_and_import(db_path, other_store, tmp_path, capsys):
+    built(db_path)
+    out = str(tmp_path / "ada.jsonl.gz")
+    assert (
+        main(["export", "--db", db_path, "--embedder", "test", "--user", "ada", "-o", out, "--embeddings"])
+        == 0
+    )
+    assert "memory" in capsys.readouterr().out
+    copy = other_store()
+    assert main(["import", "--db", copy, "--embedder", "test", out, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["changed"] and report["reembedded"] == 0 and report["new"]["memory"] == 3
+    assert main(["import", "--db", other_store(), "--embedder", "test:32", out, "--reembed", "never"]) == 2
+    assert "reembed" in capsys.readouterr().err
