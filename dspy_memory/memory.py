@@ -317,17 +317,6 @@ class Memory(LifecycleMethods, GovernanceMethods):
         episodes = self.log(messages, **where.model_dump()) if messages is not None else None
         return self.profiles.update_from(episodes, where, lm=self._lm_for(True), recent=recent)
 
-    def tools(self, *, allow: Sequence[str] | None = None, **scope: Unpack[ScopeArgs]) -> list[Any]:
-        """Tools for `dspy.ReAct` bound to this scope: recall, remember, revise, forget,
-        memory_history, core_memory_append, core_memory_replace (`allow` picks some), e.g.
-        `dspy.ReAct("question -> answer", tools=memory.tools(user_id="ada"))`. The scope is exact
-        in every mode: tools(agent_id="x") reaches only agent x's memories stored without a user."""
-        from dspy_memory.agent.tools import make_tools
-
-        where = self._scope("tools", scope, exact=True)
-        self.store.check_open()  # tools made now would fail later, in the middle of an agent run
-        return make_tools(self, where, allow)
-
     def check(self) -> AuditReport:
         """Check the file against the invariants: SQLite's integrity check, indexes that agree
         with the rows, no processed input without a memory, one current fact per single-valued

@@ -55,7 +55,8 @@ class Env:
 
     def __init__(self, memory: Memory) -> None:
         self.memory = memory
-        self.tools = {tool.name: tool for tool in memory.tools(user_id="ada")}
+        # forget too (opted in): its bad inputs are cases as well.
+        self.tools = {tool.name: tool for tool in memory.tools(user_id="ada", allow_forget=True)}
         memory.add(
             [
                 "Ada lives in Denver and likes hiking.",

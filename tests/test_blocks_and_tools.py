@@ -57,7 +57,7 @@ def test_tools_speak_in_ids_dates_and_status(db_path):
         memory.add("Ada: I live in Denver now", user_id="ada", at="2024-03-15")
         memory.add("Bob: I live in Rome", user_id="bob")
         memory.blocks.set("human", "Ada", user_id="ada")
-        tools = {tool.name: tool for tool in memory.tools(user_id="ada")}
+        tools = {tool.name: tool for tool in memory.tools(user_id="ada", allow_forget=True)}
         now = tools["recall"](query="where does Ada live")
         assert now.splitlines()[0] == "1 memories (current):"
         assert now.splitlines()[1].endswith("] current since 2024-03-08 | Ada lives in Denver.")

@@ -19,7 +19,7 @@ pytest.importorskip("mcp.server.mcpserver", reason="needs the MCP SDK 2.x (the s
 from mcp import Client, StdioServerParameters  # noqa: E402
 
 from dspy_memory import Memory  # noqa: E402
-from dspy_memory.agent.tools import TOOL_NAMES  # noqa: E402
+from dspy_memory.agent.tools import DEFAULT_TOOL_NAMES, TOOL_NAMES  # noqa: E402
 from dspy_memory.embed import HashEmbedder  # noqa: E402
 from dspy_memory.errors import ScopeError  # noqa: E402
 from dspy_memory.server.mcp import build_mcp_server, mcp_scope, run_mcp  # noqa: E402
@@ -41,7 +41,10 @@ def test_the_tool_list_is_memory_tools_with_descriptions_and_parameter_schemas(m
             return (await client.list_tools()).tools
 
     tools = {tool.name: tool for tool in anyio.run(main)}
-    assert list(tools) == list(expected) == list(TOOL_NAMES)
+    # forget (a hard delete) is not published unless the server is started with allow_forget.
+    assert (
+        list(tools) == list(expected) == list(DEFAULT_TOOL_NAMES) == [n for n in TOOL_NAMES if n != "forget"]
+    )
     for name, tool in tools.items():
         assert tool.description and tool.description.split()[0] in expected[name].desc
         assert set(tool.input_schema["properties"]) == set(expected[name].args)
@@ -49,8 +52,16 @@ def test_the_tool_list_is_memory_tools_with_descriptions_and_parameter_schemas(m
             assert schema["description"] == expected[name].arg_desc[argument]
     assert tools["recall"].input_schema["required"] == ["query"]
     assert tools["recall"].input_schema["properties"]["k"]["type"] == "integer"
-    assert tools["forget"].annotations.destructive_hint is True
     assert tools["recall"].annotations.read_only_hint is True
+    assert not any(tool.annotations.destructive_hint for tool in tools.values())
+
+    async def with_forget():
+        async with connect(build_mcp_server(memory, {"user_id": "ada"}, allow_forget=True)) as client:
+            return {tool.name: tool for tool in (await client.list_tools()).tools}
+
+    opted_in = anyio.run(with_forget)
+    assert list(opted_in) == list(TOOL_NAMES)
+    assert opted_in["forget"].annotations.destructive_hint is True
 
 
 def test_allow_publishes_only_the_chosen_tools(memory):
@@ -90,7 +101,7 @@ def test_two_servers_over_one_file_keep_their_users_apart(db_path):
             await a.call_tool("remember", {"content": secret})
             shown = text(await a.call_tool("recall", {"query": "locker code"}))
         short_id = shown.split("[", 1)[1].split("]", 1)[0]
-        async with connect(build_mcp_server(memory, {"user_id": "b"})) as b:
+        async with connect(build_mcp_server(memory, {"user_id": "b"}, allow_forget=True)) as b:
             recalled = await b.call_tool("recall", {"query": "locker code 4711 Ada"})
             forgot = await b.call_tool("forget", {"memory_id": short_id})
             history = await b.call_tool("memory_history", {"memory_id": short_id})
@@ -191,7 +202,7 @@ def test_streamable_http_on_a_local_port(memory):
                     return names, await client.call_tool("recall", {"query": "seats"})
 
         names, found = anyio.run(main)
-        assert names == list(TOOL_NAMES)
+        assert names == list(DEFAULT_TOOL_NAMES)
         assert "Ada prefers window seats." in text(found)
     finally:
         server.should_exit = True

@@ -269,7 +269,7 @@ def test_the_agent_tools_over_mcp_take_their_scope_from_the_api_key(service):
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    from dspy_memory.agent.tools import TOOL_NAMES
+    from dspy_memory.agent.tools import DEFAULT_TOOL_NAMES
 
     def as_client(token):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -289,7 +289,7 @@ def test_the_agent_tools_over_mcp_take_their_scope_from_the_api_key(service):
             return [tool.name for tool in (await client.list_tools()).tools]
 
     keys = service["keys"]
-    assert anyio.run(names, keys["ada"]) == list(TOOL_NAMES)
+    assert anyio.run(names, keys["ada"]) == list(DEFAULT_TOOL_NAMES)  # no forget over HTTP
     said, failed = anyio.run(call, keys["ada"], "remember", {"content": "Ada's locker code is 9981."})
     assert not failed and "9981" in said
     found, _ = anyio.run(call, keys["ada"], "recall", {"query": "locker code"})

@@ -30,8 +30,8 @@ class MemoryReAct(dspy.Module):
     >>> agent = MemoryReAct("question -> answer", memory=memory, user_id="ada", tools=[search_web])
     >>> agent(question="Where should I go running this weekend?").answer
 
-    The memory tools (`memory.tools(...)`, limited by `allow`) are added to `tools`. The scope
-    is fixed here; the model cannot choose it. `budget_tokens` bounds the injected context.
+    The memory tools (`memory.tools(...)`, limited by `allow`; none can destroy data unless
+    allow_forget=True) are added to `tools`. The scope is fixed here; the model cannot choose it. `budget_tokens` bounds the injected context.
     """
 
     def __init__(
@@ -41,6 +41,7 @@ class MemoryReAct(dspy.Module):
         memory: Memory,
         tools: list[Any] = (),  # type: ignore[assignment]
         allow: list[str] | None = None,
+        allow_forget: bool = False,
         max_iters: int = 10,
         budget_tokens: int = 1000,
         earlier_attempts: int = 5,
@@ -63,7 +64,7 @@ class MemoryReAct(dspy.Module):
             ),
             type_=str,
         )
-        memory_tools = memory.tools(**self.scope.model_dump(), allow=allow)
+        memory_tools = memory.tools(**self.scope.model_dump(), allow=allow, allow_forget=allow_forget)
         self.react = dspy.ReAct(with_memory, tools=[*tools, *memory_tools], max_iters=max_iters)
 
     # -- before and after ------------------------------------------------------------------------

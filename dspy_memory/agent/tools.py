@@ -30,6 +30,11 @@ TOOL_NAMES = (
     "core_memory_append",
     "core_memory_replace",
 )
+# The tools that cannot destroy anything: revise and the block edits keep every earlier version
+# (history shows them), remember only adds. One injected instruction in a recalled memory must
+# not be able to erase data, so `forget` (a hard delete) is given only on explicit opt-in.
+DESTRUCTIVE_TOOLS = frozenset({"forget"})
+DEFAULT_TOOL_NAMES = tuple(name for name in TOOL_NAMES if name not in DESTRUCTIVE_TOOLS)
 SHORT_ID = 8
 
 
@@ -86,15 +91,33 @@ def _tool_class() -> type:
     return MemoryToolFunction
 
 
-def make_tools(memory: Memory, scope: Scope, allow: Iterable[str] | None = None) -> list[Any]:
-    """`dspy.Tool`s bound to `memory` and `scope`; `allow` picks some of TOOL_NAMES."""
-
+def chosen_tools(allow: Iterable[str] | None = None, allow_forget: bool = False) -> list[str]:
+    """The tool names to make: `allow` (default: every tool permitted), where `forget` is
+    permitted only with allow_forget=True. Naming forget in `allow` without it is an error
+    rather than silently leaving it out, so nobody believes an agent can delete when it cannot."""
+    if not isinstance(allow_forget, bool):
+        raise InvalidInputError(f"allow_forget must be True or False, not {type(allow_forget).__name__}")
     if allow is not None and (isinstance(allow, (str, bytes)) or not isinstance(allow, Iterable)):
         raise InvalidInputError(f"allow takes a list of tool names from {list(TOOL_NAMES)}")
-    chosen = list(TOOL_NAMES if allow is None else allow)
+    permitted = TOOL_NAMES if allow_forget else DEFAULT_TOOL_NAMES
+    chosen = list(permitted if allow is None else allow)
     unknown = [name for name in chosen if name not in TOOL_NAMES]
     if unknown:
         raise InvalidInputError(f"unknown memory tools {unknown!r:.200}; choose from {list(TOOL_NAMES)}")
+    refused = [name for name in chosen if name not in permitted]
+    if refused:
+        raise InvalidInputError(
+            f"{refused[0]!r} deletes memories for good and is not given to an agent by default: "
+            "pass allow_forget=True (CLI: --allow-forget) to opt in"
+        )
+    return list(dict.fromkeys(chosen))
+
+
+def make_tools(
+    memory: Memory, scope: Scope, allow: Iterable[str] | None = None, *, allow_forget: bool = False
+) -> list[Any]:
+    """`dspy.Tool`s bound to `memory` and `scope`: `chosen_tools(allow, allow_forget)`."""
+    chosen = chosen_tools(allow, allow_forget)
     ids = scope.model_dump()
 
     def resolve(memory_id: str) -> str:
@@ -139,7 +162,7 @@ def make_tools(memory: Memory, scope: Scope, allow: Iterable[str] | None = None)
         return f"revised [{short_id(record.id)}] to version {record.version}: {record.content}"
 
     def forget(memory_id: str) -> str:
-        """Delete a memory for good. Only when the user asks to forget something."""
+        """Delete a memory for good (no history is kept). Only when the user asks to forget it."""
         full = resolve(memory_id)
         memory.delete(full, **ids)
         return f"forgot [{short_id(full)}]"

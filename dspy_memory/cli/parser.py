@@ -161,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="--http: interface (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="--http: port (default 8765)")
     p.add_argument("--allow", default=None, help="only these tools, comma-separated (e.g. recall,remember)")
+    p.add_argument(
+        "--allow-forget", action="store_true", help="also publish forget, which deletes memories for good"
+    )
     p.add_argument("--lm", default=None, help=LM_HELP)
 
     p = command("keys", "create, list or revoke API keys of the service", service.cmd_keys)

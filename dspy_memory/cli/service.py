@@ -60,6 +60,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         allow=allow,
+        allow_forget=args.allow_forget,
         embedder=args.embedder,
         lm=make_cli_lm(args),
         **{

@@ -4,13 +4,17 @@ rest of the facade, they validate and delegate to dspy_memory/governance/ and th
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from typing_extensions import Unpack
 
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.scopes import ScopeArgs
 from dspy_memory.types import BackupManifest, FileCheck
+
+if TYPE_CHECKING:
+    from dspy_memory.governance.scoped import ScopedMemory
 
 
 class GovernanceMethods:
@@ -21,6 +25,35 @@ class GovernanceMethods:
 
     def _first_use(self) -> None: ...
     def _scope(self, method: str, args: dict[str, Any], *, exact: bool = False) -> Any: ...
+
+    # -- least privilege (docs/governance.md#least-privilege-for-agents) -------------------------
+
+    def tools(
+        self,
+        *,
+        allow: Sequence[str] | None = None,
+        allow_forget: bool = False,
+        **scope: Unpack[ScopeArgs],
+    ) -> list[Any]:
+        """Tools for `dspy.ReAct` bound to this scope, none of which can destroy data: recall,
+        remember, revise, memory_history, core_memory_append, core_memory_replace (revise and
+        the block edits keep every earlier version). `forget` (a hard delete) only with
+        allow_forget=True; `allow` picks some, e.g.
+        `dspy.ReAct("question -> answer", tools=memory.tools(user_id="ada"))`. The scope is exact
+        in every mode: tools(agent_id="x") reaches only agent x's memories stored without a user."""
+        from dspy_memory.agent.tools import make_tools
+
+        where = self._scope("tools", scope, exact=True)
+        self.store.check_open()  # tools made now would fail later, in the middle of an agent run
+        return make_tools(self, where, allow, allow_forget=allow_forget)  # type: ignore[arg-type]
+
+    def scoped(self, **scope: Unpack[ScopeArgs]) -> ScopedMemory:
+        """This memory seen through one scope, for application code: `ada = memory.scoped(
+        user_id="ada")`, then `ada.add(...)`, `ada.search(...)`, `ada.get(id)`: every call passes
+        the scope, and one that names another user or agent (or all_scopes) is refused."""
+        from dspy_memory.governance.scoped import ScopedMemory
+
+        return ScopedMemory(self, **scope)  # type: ignore[arg-type]
 
     # -- the audit log (docs/governance.md#the-audit-log) ---------------------------------------
 

@@ -3,7 +3,8 @@
 The tools are exactly the ones `memory.tools()` makes (agent/tools.py): same names, docstrings,
 typed parameters and "error: ..." answers; this module only publishes them. They are bound to
 one scope chosen by whoever starts the server (arguments, else DSPY_MEMORY_MCP_* variables),
-never by the model or the client. `build_mcp_server` takes the scope as a parameter so an
+never by the model or the client. As in Python, the default tools cannot destroy data; `forget`
+is published only with allow_forget=True (`dspy-memory mcp --allow-forget`). `build_mcp_server` takes the scope as a parameter so an
 HTTP mount behind an API key can pass the key's scope instead.
 """
 
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
+from dspy_memory.agent.tools import DESTRUCTIVE_TOOLS, chosen_tools
 from dspy_memory.errors import InvalidInputError, ScopeError
 from dspy_memory.memory import Memory
 from dspy_memory.types import Scope
@@ -32,7 +34,7 @@ TRANSPORTS = ("stdio", "streamable-http")
 # Hints an MCP client may use (e.g. to ask the user before a destructive call); they change
 # nothing about what a tool does. revise and core_memory_replace keep the old version.
 READ_ONLY = frozenset({"recall", "memory_history"})
-DESTRUCTIVE = frozenset({"forget"})
+DESTRUCTIVE = DESTRUCTIVE_TOOLS
 INSTRUCTIONS = (
     "Long-term memory of one user or agent. Call recall before answering questions about the "
     "user or past events; remember lasting facts as self-contained sentences with absolute dates."
@@ -90,18 +92,20 @@ def build_mcp_server(
     scope: Scope | Mapping[str, str | None],
     *,
     allow: Iterable[str] | None = None,
+    allow_forget: bool = False,
     name: str = "dspy-memory",
 ) -> MCPServer:
     """An MCP server (mcp's `MCPServer`, formerly FastMCP) publishing `memory.tools(**scope,
-    allow=allow)`: recall, remember, revise, forget, memory_history, core_memory_append,
-    core_memory_replace by default; `allow` picks some (e.g. leave out forget, which deletes)."""
+    allow=allow, allow_forget=allow_forget)`: recall, remember, revise, memory_history,
+    core_memory_append, core_memory_replace by default (none destroys data); `allow` picks
+    some; forget, which deletes for good, only with allow_forget=True."""
     mcpserver = _needs_mcp()
     from mcp.types import ToolAnnotations
 
     given = scope.model_dump() if isinstance(scope, Scope) else dict(scope)
     ids = {key: value for key, value in given.items() if value is not None}
     server = mcpserver.MCPServer(name=name, instructions=INSTRUCTIONS)
-    for tool in memory.tools(allow=allow, **ids):
+    for tool in memory.tools(allow=allow, allow_forget=allow_forget, **ids):
         hints = ToolAnnotations(
             read_only_hint=tool.name in READ_ONLY, destructive_hint=tool.name in DESTRUCTIVE
         )
@@ -111,7 +115,11 @@ def build_mcp_server(
 
 
 def build_keyed_mcp_server(
-    memory: Memory, *, allow: Iterable[str] | None = None, name: str = "dspy-memory"
+    memory: Memory,
+    *,
+    allow: Iterable[str] | None = None,
+    allow_forget: bool = False,
+    name: str = "dspy-memory",
 ) -> MCPServer:
     """An MCP server for the memory service's `/mcp/` (streamable HTTP): the same tools, each
     call bound to the scope of the API key its HTTP request carries (`Authorization: Bearer` or
@@ -137,7 +145,9 @@ def build_keyed_mcp_server(
             if key.scope not in bound:
                 bound[key.scope] = {
                     tool.name: tool
-                    for tool in memory.tools(allow=allow, **key.scope.model_dump(exclude_none=True))
+                    for tool in memory.tools(
+                        allow=allow, allow_forget=allow_forget, **key.scope.model_dump(exclude_none=True)
+                    )
                 }
             return bound[key.scope][tool_name]
 
@@ -145,7 +155,7 @@ def build_keyed_mcp_server(
 
     server = mcpserver.MCPServer(name=name, instructions=INSTRUCTIONS)
     # The tools' names, descriptions and parameters are the same in every scope.
-    for tool in memory.tools(allow=allow, user_id="schema"):
+    for tool in memory.tools(allow=allow, allow_forget=allow_forget, user_id="schema"):
         hints = ToolAnnotations(
             read_only_hint=tool.name in READ_ONLY, destructive_hint=tool.name in DESTRUCTIVE
         )
@@ -190,6 +200,7 @@ def run_mcp(
     agent_id: str | None = None,
     run_id: str | None = None,
     allow: Iterable[str] | None = None,
+    allow_forget: bool = False,
     embedder: Any = None,
     lm: Any = None,
 ) -> None:
@@ -198,6 +209,7 @@ def run_mcp(
     if transport not in TRANSPORTS:
         raise InvalidInputError(f"transport must be one of {list(TRANSPORTS)}, not {transport!r:.40}")
     scope = mcp_scope(user_id, agent_id, run_id)  # before opening: no file is created for nothing
+    chosen_tools(allow, allow_forget)  # a refused tool list too
     _needs_mcp()
     if transport == "streamable-http" and host not in _LOOPBACK:
         # The scope is fixed and there is no key check yet: whoever reaches the port is that user.
@@ -206,7 +218,7 @@ def run_mcp(
             "MCP over HTTP on %s: anyone who can reach it reads and writes the memory of %s", host, who
         )
     with Memory(config_or_path, embedder=embedder, lm=lm) as memory:
-        server = build_mcp_server(memory, scope, allow=allow)
+        server = build_mcp_server(memory, scope, allow=allow, allow_forget=allow_forget)
         if transport == "stdio":
             server.run("stdio")  # stdout carries the protocol; logs go to stderr
         else:

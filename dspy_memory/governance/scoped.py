@@ -1,0 +1,130 @@
+"""A Memory seen through one scope (`memory.scoped(user_id="ada")`), so a service names the
+scope once instead of on every call (docs/governance.md#least-privilege-for-agents).
+
+Every method is Memory's own, called with the handle's ids added: the handle holds no logic of
+its own beyond refusing a call that would reach past its scope. A call may narrow the scope
+(an agent_id or run_id the handle leaves open), never change an id the handle binds, never
+name another user, never pass all_scopes. The handle guards application code against a
+forgotten or wrong id; it is not a sandbox against code that holds the Memory itself.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, Concatenate, TypeVar
+
+from typing_extensions import ParamSpec, Unpack
+
+from dspy_memory.agent.blocks import CoreMemory
+from dspy_memory.errors import ScopeError
+from dspy_memory.memory import Memory
+from dspy_memory.scopes import ScopeArgs, exact_scope
+from dspy_memory.types import Scope
+
+P = ParamSpec("P")
+R = TypeVar("R")
+_OPEN_KEYS = ("agent_id", "run_id")  # left out of a handle: a call may narrow to one
+
+
+class _Bound:
+    """What the handle and its blocks share: the ids it binds and the check of a call's own."""
+
+    _target: Any
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+
+    def _ids(self, method: str, given: dict[str, Any]) -> dict[str, Any]:
+        """The call's keyword arguments with the handle's ids in them."""
+        if "all_scopes" in given:
+            raise ScopeError(f"{method}(): a scoped handle reaches only its own scope; all_scopes is refused")
+        ids = self.scope.model_dump()
+        for key in ("user_id", *_OPEN_KEYS):
+            if key not in given:
+                continue
+            value = given.pop(key)
+            if value == ids[key]:
+                continue
+            if key in _OPEN_KEYS and ids[key] is None and value is not None:
+                ids[key] = value  # narrower: still inside the handle's scope
+                continue
+            raise ScopeError(
+                f"{method}(): this handle is bound to {self.scope.model_dump(exclude_none=True)}; "
+                f"it cannot reach {key}={value!r}. Use memory.scoped({key}=...) for another scope"
+            )
+        # An id the handle leaves empty is left out, so the call reads exactly as Memory's would.
+        return {**given, **{key: value for key, value in ids.items() if value is not None}}
+
+
+def _through(method: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], R]:
+    """`method` of the handle's target, called with the handle's ids (same signature, same
+    docstring: IDEs and help() show Memory's)."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def call(self: _Bound, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return getattr(self._target, name)(*args, **self._ids(name, dict(kwargs)))
+
+    return call  # type: ignore[return-value]
+
+
+class ScopedBlocks(_Bound):
+    """`handle.blocks`: the core-memory blocks of the handle's scope."""
+
+    def __init__(self, blocks: CoreMemory, scope: Scope) -> None:
+        super().__init__(scope)
+        self._target = blocks
+
+    set = _through(CoreMemory.set)
+    get = _through(CoreMemory.get)
+    list = _through(CoreMemory.list)
+    append = _through(CoreMemory.append)
+    replace = _through(CoreMemory.replace)
+    history = _through(CoreMemory.history)
+    delete = _through(CoreMemory.delete)
+
+
+class ScopedMemory(_Bound):
+    """A Memory bound to one scope; made by `memory.scoped(user_id=..., agent_id=..., run_id=...)`.
+
+    >>> ada = memory.scoped(user_id="ada")
+    >>> ada.add("I moved to Denver.")
+    >>> ada.search("where does ada live?")      # == memory.search(..., user_id="ada")
+    >>> ada.search("x", user_id="bob")          # ScopeError: the handle cannot reach bob
+    """
+
+    def __init__(self, memory: Memory, **scope: Unpack[ScopeArgs]) -> None:
+        bound = exact_scope("scoped", dict(scope))  # refuses an empty scope
+        super().__init__(bound)
+        self._target = memory
+        self.blocks = ScopedBlocks(memory.blocks, bound)
+
+    # writing
+    add = _through(Memory.add)
+    log = _through(Memory.log)
+    update = _through(Memory.update)
+    delete = _through(Memory.delete)
+    delete_scope = _through(Memory.delete_scope)
+    update_profile = _through(Memory.update_profile)
+    # reading
+    search = _through(Memory.search)
+    get = _through(Memory.get)
+    get_all = _through(Memory.get_all)
+    history = _through(Memory.history)
+    timeline = _through(Memory.timeline)
+    graph = _through(Memory.graph)
+    context = _through(Memory.context)
+    answer = _through(Memory.answer)
+    profile = _through(Memory.profile)
+    # agents and lifecycle
+    tools = _through(Memory.tools)
+    maintain = _through(Memory.maintain)
+    pin = _through(Memory.pin)
+
+    def scoped(self, **scope: Unpack[ScopeArgs]) -> ScopedMemory:
+        """A narrower handle (e.g. one agent_id of this user); refused if it would reach further."""
+        return ScopedMemory(self._target, **self._ids("scoped", dict(scope)))
+
+    def __repr__(self) -> str:
+        return f"ScopedMemory({self._target!r}, {self.scope.model_dump(exclude_none=True)})"
