@@ -417,3 +417,25 @@ def test_cli_export_and_import(db_path, other_store, tmp_path, capsys):
     assert report["changed"] and report["reembedded"] == 0 and report["new"]["memory"] == 3
     assert main(["import", "--db", other_store(), "--embedder", "test:32", out, "--reembed", "never"]) == 2
     assert "reembed" in capsys.readouterr().err
+
+
+def test_export_and_import_leave_receipts_without_content(db_path, other_store, tmp_path):
+    built(db_path)
+    with opened(db_path) as memory:
+        exported = memory.export(tmp_path / "ada-smith.jsonl", user_id="ada")
+        [receipt] = memory.audit(operation="export", user_id="ada")
+        assert memory.verify_audit().ok
+    assert receipt.counts == exported.counts and receipt.details["sha256"] == exported.sha256
+    copy = other_store()
+    with opened(copy) as memory:
+        memory.import_(tmp_path / "ada-smith.jsonl")
+        memory.import_(tmp_path / "ada-smith.jsonl")
+        second, first = memory.audit(operation="import", user_id="ada")
+        assert first.counts["memory"] == 3 and second.counts == {} and second.details["already_present"] > 0
+        assert memory.verify_audit().ok
+    for entry in (receipt, first, second):
+        # Hex hashes left out: "ada" is hex too.
+        shown = entry.model_dump(exclude={"hash", "prev_hash", "user_hash", "agent_hash", "run_hash"})
+        shown["details"].pop("sha256")
+        text = json.dumps(shown, default=str)
+        assert "Denver" not in text and "ada" not in text.replace("already", "")

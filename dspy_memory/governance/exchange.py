@@ -72,6 +72,13 @@ def export_scope(
     }
     records = (fmt.to_record(kind, row) for kind in fmt.RECORD_TYPES for row in found.get(kind, []))
     written = fmt.write(path, header, records)
+    # A receipt holds no content and no file name (it may name the person): counts and hashes.
+    memory.store.audit_log.receipt(
+        "export",
+        scope=scope,
+        counts=written.counts,
+        details={"format_version": fmt.FORMAT_VERSION, "sha256": written.sha256, "embeddings": embeddings},
+    )
     return ExportReport(written.path, written.sha256, written.counts, written.bytes, embeddings)
 
 
@@ -121,7 +128,19 @@ def import_file(memory: Any, path: str | os.PathLike[str], *, reembed: str = "au
     else:
         vectors = {key: from_file[key] for key in wanted}
         reembedded = 0
-    counts = sql.import_rows(memory.store, rows, vectors)
+    with memory.store.transaction():  # the receipt commits with the rows, or neither
+        counts = sql.import_rows(memory.store, rows, vectors)
+        memory.store.audit_log.receipt(
+            "import",
+            scope=None if header.scope is None else Scope.of(**header.scope),
+            counts={kind: new for kind, (new, _) in counts.items() if new},
+            details={
+                "format_version": header.format_version,
+                "sha256": digest,
+                "already_present": sum(held for _, held in counts.values()),
+                "reembedded": reembedded,
+            },
+        )
     return ImportReport(
         os.fspath(path),
         digest,
