@@ -20,6 +20,7 @@ from dspy_memory.config import MemoryConfig
 from dspy_memory.errors import DSPyMemoryError
 from dspy_memory.server.auth import (
     SCOPE_FIELDS,
+    AuditContextMiddleware,
     Caller,
     RateLimiter,
     ServiceError,
@@ -99,6 +100,7 @@ def create_app(
                 app.state.memory.close()
 
     app = FastAPI(title="dspy-memory", version="1", lifespan=lifespan)
+    app.add_middleware(AuditContextMiddleware)
     app.state.insecure = insecure
     app.state.limiter = RateLimiter(rate_per_second, burst)
     app.state.memory = memory

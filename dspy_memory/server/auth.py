@@ -147,3 +147,46 @@ def authenticate(request: Request) -> Caller:
     if not state.limiter.allow(key.id):
         raise ServiceError(429, "rate_limited", "too many requests for this API key; slow down")
     return Caller(key=key)
+
+
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:/=+-]{1,128}")
+
+
+class AuditContextMiddleware:
+    """Each request acts as its API key ("api-key:<id>"; the id is public, the token's secret is
+    never logged) with a request id (its `X-Request-ID` when well formed, else a new one, sent
+    back in the response): the audit log names both for every change the request makes. A pure
+    ASGI middleware, so the context variable reaches the endpoint and its worker thread. A
+    token that is not a valid key never gets as far as a change (authenticate refuses it)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        import uuid
+
+        from dspy_memory.store.audit_log import acting_as
+        from dspy_memory.store.keys import PREFIX
+
+        headers = {
+            name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]
+        }
+        given = headers.get("x-request-id", "").strip()
+        request_id = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+        token = headers.get("x-api-key", "")
+        authorization = headers.get("authorization", "")
+        if authorization.lower().startswith("bearer "):
+            token = authorization[7:].strip()
+        key_id = token[len(PREFIX) :].split("_", 1)[0] if token.startswith(PREFIX) else ""
+        actor = f"api-key:{key_id}" if re.fullmatch(r"[0-9a-f]{1,32}", key_id) else None
+
+        async def send_with_id(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
+            await send(message)
+
+        with acting_as(actor, request_id=request_id):
+            await self.app(scope, receive, send_with_id)

@@ -20,7 +20,9 @@ on, they happen on every read or retry, and auditing them would put a write on t
 from __future__ import annotations
 
 import contextvars
+import functools
 import hashlib
+import importlib.metadata
 import json
 import os
 import secrets
@@ -59,31 +61,38 @@ _CONTEXT: contextvars.ContextVar[AuditContext | None] = contextvars.ContextVar(
 )
 
 
-@contextmanager
-def acting_as(actor: str | None, *, request_id: str | None = None) -> Iterator[AuditContext]:
+class acting_as:  # noqa: N801 - used like a function: `with acting_as("bot"): ...`
     """Changes made inside are logged as done by `actor` for `request_id`. A context variable:
-    each thread and each asyncio task has its own."""
-    for name, value in (("actor", actor), ("request_id", request_id)):
-        if value is not None and (not isinstance(value, str) or not value.strip() or len(value) > 200):
-            raise InvalidInputError(
-                f"{name} must be a non-empty string of at most 200 characters, got {value!r}"
-            )
-    context = AuditContext(actor=actor, request_id=request_id)
-    token = _CONTEXT.set(context)
-    try:
-        yield context
-    finally:
-        _CONTEXT.reset(token)
+    each thread and each asyncio task has its own. Bad values are refused at once."""
+
+    def __init__(self, actor: str | None, *, request_id: str | None = None) -> None:
+        for name, value in (("actor", actor), ("request_id", request_id)):
+            if value is not None and (not isinstance(value, str) or not value.strip() or len(value) > 200):
+                raise InvalidInputError(
+                    f"{name} must be a non-empty string of at most 200 characters, got {value!r}"
+                )
+        self.context = AuditContext(actor=actor, request_id=request_id)
+        self._tokens: list[contextvars.Token[AuditContext | None]] = []
+
+    def __enter__(self) -> AuditContext:
+        self._tokens.append(_CONTEXT.set(self.context))
+        return self.context
+
+    def __exit__(self, *exc: object) -> None:
+        _CONTEXT.reset(self._tokens.pop())
 
 
 def current_context() -> AuditContext:
     return _CONTEXT.get() or _NOBODY
 
 
+@functools.cache
 def _version() -> str:
-    from dspy_memory import __version__
-
-    return __version__
+    # By distribution metadata: the store may not import the package's top level (layering).
+    try:
+        return importlib.metadata.version("dspy-memory")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
+        return "unknown"
 
 
 def entry_hash(entry: Mapping[str, Any]) -> str:

@@ -126,15 +126,10 @@ class BlockStore:
                         (row["id"], version, new_value, actor, reason, now),
                     )
             block = _block(self._row(conn, label, scope))
-            # A block's label is a name the developer chose (e.g. "persona"), not user content.
+            # Not the label: an agent may name a block after what it holds, and the entry must
+            # outlive an erasure without any of it.
             operation = "profile" if label == PROFILE_LABEL else "block_write"
-            self._audit.record(
-                operation,
-                scope=scope,
-                role=actor,
-                counts={"version": block.version},
-                details={"label": label},
-            )
+            self._audit.record(operation, scope=scope, role=actor, counts={"version": block.version})
             return block
 
     @staticmethod

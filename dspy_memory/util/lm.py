@@ -173,6 +173,40 @@ def prompt_tokens(program: Any, inputs: dict[str, Any], lm: Any = None) -> int:
     return sum(count_tokens(str(message.get("content") or "")) for message in messages)
 
 
+def program_hash(program: Any) -> str:
+    """A short hash of a program's state (instructions, demos): which compiled program wrote."""
+    import hashlib
+    import json
+
+    try:
+        state = json.dumps(program.dump_state(), sort_keys=True, default=str)
+    except Exception:  # a program that cannot dump its state is named by its class
+        state = type(program).__qualname__
+    return hashlib.sha256(f"{type(program).__qualname__}\n{state}".encode()).hexdigest()[:16]
+
+
+def history_mark(program: Any) -> Any:
+    """Where the program's LM call history ends now (DSPy records every call of a module's LMs
+    in the module's `history`, retries' copies included)."""
+    history = getattr(program, "history", None) or []
+    return history[-1] if history else None
+
+
+def lm_call_ids(program: Any, mark: Any) -> list[str]:
+    """The ids of the LM calls the program made since `mark` (history_mark): the provider's
+    response id when there is one, else DSPy's id of the call. The history is capped, so a run
+    of more calls than it keeps reports the last ones."""
+    history = list(getattr(program, "history", None) or [])
+    start = next((i + 1 for i in range(len(history) - 1, -1, -1) if history[i] is mark), 0) if mark else 0
+    ids = []
+    for entry in history[start:]:
+        response_id = getattr(entry.get("response"), "id", None)
+        ids.append(
+            str(response_id) if isinstance(response_id, str) and response_id else str(entry.get("uuid"))
+        )
+    return ids
+
+
 def _usage_of(tracker: Any) -> LMUsage:
     calls = prompt = completion = 0
     for entries in tracker.usage_data.values():

@@ -85,11 +85,14 @@ class PlanApplier:
         seen: Seen,
         held_by: str,
         forget_requests: Sequence[str] = (),
+        audit_details: Mapping[str, Any] | None = None,
     ) -> tuple[list[AppliedOp], list[MemoryRecord]]:
         """Apply the plan and mark the episodes done, in one transaction. Returns what was
         applied and the current records of the memories it created or changed. Raises
         WriteConflictError (nothing applied) when what the LM read changed meanwhile, and
-        ClaimLostError when `held_by` no longer holds every episode."""
+        ClaimLostError when `held_by` no longer holds every episode. The audit log gets one
+        entry for the whole plan (counts per operation; `audit_details`: which program and LM
+        calls decided it)."""
         store = self.store
         deletes = any(p.action == "DELETE" for p in plan.ops)
         covered = {episode_id for p in plan.ops for episode_id in p.episode_ids}
@@ -103,7 +106,8 @@ class PlanApplier:
         texts = [p.content or "" for p in writes] + [turn_text(e) for e in need_turns]
         vectors = self.embedder.embed(texts) if texts else []
         batch = _Batch(scope, {id(p): vector for p, vector in zip(writes, vectors)})
-        with store.transaction():
+        group = store.audit_log.group("memory_ops", scope=scope, role=ACTOR, details=audit_details)
+        with store.transaction(), group:
             if store.episodes.held(episode_ids, held_by) != set(episode_ids):
                 raise ClaimLostError("another writer took over these episodes")
             store.check_unchanged(

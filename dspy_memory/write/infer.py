@@ -17,7 +17,15 @@ from dspy_memory.ops import FACT_KINDS, Rejection
 from dspy_memory.read.retrieval import Retriever
 from dspy_memory.store import Store, TimeView
 from dspy_memory.types import AddResult, Episode, LMUsage, MemoryRecord, Scope
-from dspy_memory.util.lm import lm_name, prompt_tokens, run_program, short_error
+from dspy_memory.util.lm import (
+    history_mark,
+    lm_call_ids,
+    lm_name,
+    program_hash,
+    prompt_tokens,
+    run_program,
+    short_error,
+)
 from dspy_memory.util.text import content_hash
 from dspy_memory.util.timeutil import now_db
 from dspy_memory.util.tokens import count_tokens
@@ -113,6 +121,7 @@ class LMWriter:
                     [self._infer_batch(episodes[:half], lm), self._infer_batch(episodes[half:], lm)], mode
                 )
             self.claims.renew(ids)
+            mark = history_mark(program)
             try:
                 prediction, spent = run_program(
                     program,
@@ -134,6 +143,12 @@ class LMWriter:
                     seen=Seen(after_row_id, candidates),
                     held_by=self.claims.token,
                     forget_requests=requests,
+                    audit_details={
+                        "mode": mode,
+                        "program": program_hash(program),
+                        "lm": lm_name(lm),
+                        "lm_calls": lm_call_ids(program, mark),
+                    },
                 )
             except WriteConflictError as exc:
                 conflict = exc
