@@ -88,11 +88,21 @@ def _key_applier(encryption_key: Any, path: str) -> tuple[KeyApplier | None, Any
 
 def _read(path: str, encryption_key: Any) -> dict[str, Any]:
     apply_key, driver = _key_applier(encryption_key, path)
+    had_side_files = _side_files(path)
     conn = sqlite_copy.open_readonly(path, driver, apply_key)
     try:
         return sqlite_copy.file_facts(conn)
     finally:
         conn.close()
+        # A read-only connection to a WAL file creates -wal and -shm and cannot remove them. A
+        # read-write one that closes last removes them (under SQLite's own locks, so never
+        # from under another process).
+        if _side_files(path) and not had_side_files:
+            file_in_use(path, encryption_key=encryption_key)
+
+
+def _side_files(path: str) -> bool:
+    return any(os.path.exists(path + side) for side in ("-wal", "-shm"))
 
 
 def _compare_manifest(check: FileCheck, manifest_file: str, *, rows: bool) -> None:
@@ -196,7 +206,7 @@ def file_in_use(path: str, *, encryption_key: Any = None) -> bool:
     """Whether another connection (in this process or another) has `path` open. A WAL file's
     last connection moves the WAL into the file and deletes -wal and -shm when it closes: we
     open, checkpoint and close one; if they are still there, someone else holds the file."""
-    if not any(os.path.exists(path + side) for side in ("-wal", "-shm")):
+    if not _side_files(path):
         return False
     apply_key, driver = _key_applier(encryption_key, path)
     conn = driver.connect(path, isolation_level=None, check_same_thread=False)
@@ -206,7 +216,7 @@ def file_in_use(path: str, *, encryption_key: Any = None) -> bool:
         sqlite_copy.checkpoint(conn)
     finally:
         conn.close()
-    return any(os.path.exists(path + side) for side in ("-wal", "-shm"))
+    return _side_files(path)
 
 
 def replace_file(
@@ -292,7 +302,27 @@ def backup(
         duration_s=round(time.perf_counter() - started, 4),
     )
     _write_manifest(manifest, manifest_path(dest))
+    store.audit_log.receipt(
+        "backup",
+        counts={"memories": manifest.tables.get("memories", 0), "bytes": manifest.size},
+        details={"file": manifest.file, "sha256": manifest.sha256, "encrypted": manifest.encrypted},
+    )
     return manifest
+
+
+def write_receipt(
+    path: str, operation: str, *, encryption_key: Any, check: FileCheck, details: dict[str, Any]
+) -> None:
+    """An audit log receipt in the file at `path` (now in place) for a whole-file operation:
+    the swapped-in file carries its own record of how it got there."""
+    from dspy_memory.store.store import Store
+
+    store = Store(path, encryption_key=False if encryption_key is None else encryption_key)
+    try:
+        counts = {"memories": check.tables.get("memories", 0)}
+        store.audit_log.receipt(operation, counts=counts, details={"sha256": check.sha256, **details})
+    finally:
+        store.close()
 
 
 def _write_manifest(manifest: BackupManifest, path: str) -> None:
@@ -313,7 +343,9 @@ def restore(
     """Restore the backup `src` as the memory file `path`: `src` is verified (against its
     manifest when there is one), copied to a temporary file next to `path`, the copy verified
     (the same sha256), then swapped in with `replace_file`. `path` is untouched unless every
-    step passed. Close every Memory on `path` first. Returns the restored file's check."""
+    step passed. Close every Memory on `path` first. Returns the check of the copy; the restored
+    file then gets a "restore" receipt in its audit log (so its sha256 is no longer the
+    backup's)."""
     src, path = os.fspath(Path(src).expanduser()), os.fspath(Path(path).expanduser())
     folder = Path(path).resolve().parent
     if not folder.is_dir():
@@ -331,4 +363,7 @@ def restore(
         remove_file(temporary)
         raise
     copy.path = path
+    write_receipt(
+        path, "restore", encryption_key=encryption_key, check=copy, details={"file": os.path.basename(src)}
+    )
     return copy

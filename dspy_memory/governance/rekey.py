@@ -17,6 +17,7 @@ from dspy_memory.governance.backup import (
     replace_file,
     temporary_next_to,
     verify_file,
+    write_receipt,
 )
 from dspy_memory.store.sqlite import cipher
 from dspy_memory.types import FileCheck
@@ -61,4 +62,8 @@ def change_key(path: str | os.PathLike[str], *, old_key: Any, new_key: Any) -> F
         remove_file(temporary)
         raise
     after.path = path
+    operation = "encrypt" if old_key is None else "decrypt" if new_key is None else "rekey"
+    write_receipt(
+        path, operation, encryption_key=new_key, check=after, details={"encrypted": new_key is not None}
+    )
     return after

@@ -46,7 +46,11 @@ def raw_key(passphrase: Any) -> str:
 
 
 def given_key(explicit: Any) -> str | None:
-    """The passphrase to use: the one given, else $DSPY_MEMORY_ENCRYPTION_KEY, else None."""
+    """The passphrase to use: the one given, else $DSPY_MEMORY_ENCRYPTION_KEY, else None.
+    False: a plaintext file, whatever the environment says (governance/backup.py writes a
+    receipt into a file it has just decrypted while the old key is still in the environment)."""
+    if explicit is False:
+        return None
     if hasattr(explicit, "get_secret_value"):
         explicit = explicit.get_secret_value()
     if explicit is not None:
