@@ -15,91 +15,21 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from dspy_memory.doctor_store import (  # noqa: F401 - Check and Status are this module's API too
+    Check,
+    Status,
+    check_encryption,
+    check_postgres,
+    check_sqlite,
+    check_sqlite_vec,
+)
 from dspy_memory.errors import DSPyMemoryError, LMUnavailableError
-
-Status = Literal["ok", "warn", "fail", "skip"]
 
 DEFAULT_LM = "ollama_chat/llama3.2"  # what dspy_memory.local() uses
 # Room left for the write program's answer (one batch's operations) on top of its prompt.
 ANSWER_TOKENS = 1024
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: Status
-    detail: str
-    fix: str = ""
-
-    def line(self) -> str:
-        fix = f"  -> fix: {self.fix}" if self.fix else ""
-        return f"{self.status:<5} {self.name:<10} {self.detail}{fix}"
-
-
-def check_sqlite_vec() -> Check:
-    try:
-        import sqlite_vec
-    except ImportError:
-        return Check("sqlite-vec", "fail", "sqlite-vec is not installed", "pip install sqlite-vec")
-    return Check("sqlite-vec", "ok", f"sqlite-vec {sqlite_vec.__version__} installed")
-
-
-def check_sqlite() -> Check:
-    import sqlite3
-
-    from dspy_memory.errors import ExtensionLoadError
-    from dspy_memory.store import resolve_driver
-
-    try:
-        driver = resolve_driver()
-    except ExtensionLoadError as exc:
-        fix = "pip install sqlean.py (or pysqlite3-binary on Linux)"
-        return Check("sqlite", "fail", str(exc).split(". ")[0], fix)
-    detail = f"driver {driver.__name__} (SQLite {driver.sqlite_version}) loads sqlite-vec and has FTS5"
-    if driver is not sqlite3 and not hasattr(sqlite3.Connection, "enable_load_extension"):
-        detail += f"; this Python's own sqlite3 ({sqlite3.sqlite_version}) cannot load extensions"
-    return Check("sqlite", "ok", detail)
-
-
-def check_postgres(db: str) -> Check:
-    """The server a postgresql:// --db names: reachable, pgvector, the store's schema."""
-    from dspy_memory.store.postgres.backend import INSTALL, probe, redacted
-
-    try:
-        found = probe(db)
-    except ImportError:
-        return Check(
-            "postgres",
-            "fail",
-            "the PostgreSQL driver is not installed",
-            INSTALL.removeprefix("install the PostgreSQL backend with: "),
-        )
-    except Exception as exc:
-        return Check(
-            "postgres",
-            "fail",
-            f"cannot connect to {redacted(db)}: {str(exc).strip().splitlines()[0]}",
-            "check the URL, the server and its pg_hba.conf",
-        )
-    detail = f"PostgreSQL {found['server']} at {redacted(db)}"
-    if found["pgvector"] is None:
-        if found["pgvector_available"] is None:
-            return Check(
-                "postgres",
-                "fail",
-                f"{detail} has no pgvector",
-                "install pgvector on the server (https://github.com/pgvector/pgvector)",
-            )
-        detail += f"; pgvector {found['pgvector_available']} available, created on first use (needs the right to CREATE EXTENSION)"
-    else:
-        detail += f", pgvector {found['pgvector']}"
-    schema = found["schema_version"]
-    detail += (
-        f", store schema version {schema}" if schema is not None else ", no store yet (made on first use)"
-    )
-    return Check("postgres", "ok", detail)
 
 
 def _exists(db: str) -> bool:
@@ -332,7 +262,10 @@ def run_checks(
     checks.append(check_sqlite() if checks[0].status == "ok" else Check("sqlite", "skip", "needs sqlite-vec"))
     if db is not None and db.startswith(("postgresql://", "postgres://")):
         checks.append(check_postgres(db))
-    recorded = recorded_embedder(db)
+    checks.append(
+        check_encryption(db) if checks[0].status == "ok" else Check("encryption", "skip", "needs sqlite-vec")
+    )
+    recorded = recorded_embedder(db) if checks[-1].status != "fail" else None
     checks.append(check_embedder(embedder, db, recorded, ollama_host(host)))
 
     chat_model = ollama_model_name(lm)

@@ -145,6 +145,7 @@ def test_json_output(capsys):
     assert [check["name"] for check in checks] == [
         "sqlite-vec",
         "sqlite",
+        "encryption",
         "embedder",
         "ollama",
         "models",

@@ -227,3 +227,22 @@ def test_export_database_writes_plaintext_and_rekeyed_copies(tmp_path):
         with pytest.raises(EncryptionUnavailableError):
             export_database(conn, str(tmp_path / "y.db"), raw_key(KEY))
     assert not (tmp_path / "y.db").exists()
+
+
+def test_doctor_reports_the_encryption_driver_and_an_encrypted_db_without_a_key(tmp_path, monkeypatch):
+    from dspy_memory.doctor_store import check_encryption
+
+    ok = check_encryption(None)
+    assert ok.status == "ok" and "SQLCipher 4." in ok.detail
+    path = tmp_path / "memory.db"
+    open_memory(path, encryption_key=KEY).close()
+    missing = check_encryption(str(path))
+    assert missing.status == "fail" and KEY_ENV in missing.fix
+    monkeypatch.setenv(KEY_ENV, KEY)
+    assert check_encryption(str(path)).status == "ok"
+    monkeypatch.setitem(sys.modules, "sqlcipher3", None)
+    monkeypatch.setattr(connection, "_driver_cache", {})
+    assert check_encryption(None).status == "fail"  # a key is set, nothing can use it
+    monkeypatch.delenv(KEY_ENV)
+    skipped = check_encryption(None)
+    assert skipped.status == "skip" and "dspy-memory[encryption]" in skipped.fix
