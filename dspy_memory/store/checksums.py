@@ -26,7 +26,9 @@ EMBEDDER_KEYS = ("embedder_dim", "embedder_name")
 # hashes) and head (store/audit_log.py).
 META_KEYS = ("audit_head", "audit_salt", *EMBEDDER_KEYS)
 # Text columns holding JSON: compared by value (a backend may store it reformatted).
-JSON_COLUMNS = frozenset({"metadata", "settings", "episode_ids", "rejected", "counts", "memory_ids", "details"})
+JSON_COLUMNS = frozenset(
+    {"metadata", "settings", "episode_ids", "rejected", "counts", "memory_ids", "details"}
+)
 
 
 @dataclass(frozen=True)

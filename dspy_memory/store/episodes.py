@@ -85,7 +85,9 @@ class EpisodeLog:
                 self._audit.record("add_episodes", scope=scope, counts={"episodes": count})
 
     def mark(self, ids: Sequence[str], status: str, error: str | None = None) -> None:
-        """Record the outcome of a processing attempt; the episodes' claims end with it."""
+        """Record the outcome of a processing attempt; the episodes' claims end with it. Status
+        and claims are not in the audit log: bookkeeping of the write path's retries, while what
+        the attempt changed is logged by the change itself (store/audit_log.py)."""
         with self._conns.transaction() as conn:
             conn.executemany(
                 "UPDATE episodes SET status = ?, error = ?, attempts = attempts + 1, claimed_by = NULL, "

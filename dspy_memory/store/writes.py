@@ -415,6 +415,8 @@ class MemoryWrites:
         curve uses these statistics; they are never worth making a read wait."""
         if not counts:
             return True
+        # Not in the audit log: a statistic of use, not a change of what anyone said or decided,
+        # and an entry here would add a chained write to every read (store/audit_log.py).
         with self._conns.transaction_if_free() as conn:
             if conn is None:
                 return False
