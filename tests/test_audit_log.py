@@ -257,3 +257,15 @@ def test_audit_verify_cli_names_the_bad_row(memory, db_path, capsys):
     assert main(["audit", "--db", db_path, "--user", "ada", "--limit", "2"]) == 0
     listed = capsys.readouterr().out
     assert "add" in listed and "ada" not in listed.replace("add", "")
+
+
+def test_background_writes_act_for_whoever_submitted_them(db_path):
+    def responder(call):
+        return {"ops": [{"action": "ADD", "content": "Ada lives in Lisbon.", "subject": "Ada"}]}
+
+    with Memory(db_path, embedder=HashEmbedder(64), lm=scripted_lm(responder), actor="service") as memory:
+        with memory.acting_as("support-bot", request_id="req-9"):
+            memory.add("I moved to Lisbon.", user_id="ada", background=True)
+        memory.flush()
+        [ops] = memory.audit(operation="memory_ops")
+    assert (ops.actor, ops.request_id) == ("support-bot", "req-9")

@@ -3,6 +3,7 @@ thread processes them later, one scope at a time, a burst of messages in one bat
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -27,6 +28,8 @@ class _Batch:
     lm: Any
     first_at: float
     last_at: float = field(default=0.0)
+    # The submitter's context variables (who acts, for the audit log): the latest wins, as for `lm`.
+    context: contextvars.Context | None = None
 
 
 class BackgroundWriter:
@@ -95,6 +98,7 @@ class BackgroundWriter:
                 batch.episodes.append(episode)
                 batch.last_at = now
                 batch.lm = lm  # the latest configuration wins for the whole batch
+                batch.context = contextvars.copy_context()
             self._start()
             self._cond.notify_all()
 
@@ -132,7 +136,11 @@ class BackgroundWriter:
                     batch = self._batches.pop(key)
                     if len(batch.episodes) > self.max_batch:  # the rest goes back, due at once
                         rest = _Batch(
-                            batch.episodes[self.max_batch :], batch.lm, batch.first_at, batch.last_at
+                            batch.episodes[self.max_batch :],
+                            batch.lm,
+                            batch.first_at,
+                            batch.last_at,
+                            batch.context.copy() if batch.context is not None else None,
                         )
                         self._batches[key] = rest
                         batch.episodes = batch.episodes[: self.max_batch]
@@ -157,7 +165,10 @@ class BackgroundWriter:
                 continue
             _, batch = taken
             try:
-                result = self._process(batch.episodes, batch.lm)
+                if batch.context is not None:
+                    result = batch.context.run(self._process, batch.episodes, batch.lm)
+                else:
+                    result = self._process(batch.episodes, batch.lm)
                 with self._cond:
                     self._results.append(result)
             except Exception:  # the episodes stay on disk (pending or failed) for reprocess()
