@@ -90,7 +90,7 @@ def check_encryption(db: str | None) -> Check:
     """Whether encrypted files can be opened here (SQLCipher's driver), and whether --db needs a
     key it was not given. Without a key in use, a missing driver is not a problem."""
     from dspy_memory.errors import EncryptionUnavailableError
-    from dspy_memory.store.sqlite.cipher import KEY_ENV, looks_encrypted
+    from dspy_memory.store.sqlite.cipher import KEY_ENV, cipher_version, looks_encrypted
     from dspy_memory.store.sqlite.connection import resolve_driver
 
     keyed = bool(os.environ.get(KEY_ENV))
@@ -113,7 +113,7 @@ def check_encryption(db: str | None) -> Check:
         return Check("encryption", "fail", str(exc).split(". ")[0], fix)
     conn = driver.connect(":memory:")
     try:
-        version = conn.execute("PRAGMA cipher_version").fetchone()[0]
+        version = cipher_version(conn)
     finally:
         conn.close()
     detail = f"driver {driver.__name__} (SQLCipher {version}) can encrypt files"
