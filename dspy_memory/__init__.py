@@ -12,6 +12,7 @@ from dspy_memory.embed import (
     make_embedder,
 )
 from dspy_memory.errors import (
+    BackupError,
     BlockError,
     DSPyMemoryError,
     EmbedderMismatchError,
@@ -24,6 +25,7 @@ from dspy_memory.errors import (
     MemoryNotFoundError,
     SchemaError,
     ScopeError,
+    VerificationError,
     WriteConflictError,
     WriteProgramError,
 )
@@ -33,6 +35,7 @@ from dspy_memory.ops import AppliedOp, ClusterMemory, ConsolidationOp, Fact, Op,
 from dspy_memory.read.retrieval import RECIPES, Recipe
 from dspy_memory.types import (
     AddResult,
+    BackupManifest,
     Block,
     BlockVersion,
     Context,
@@ -41,6 +44,7 @@ from dspy_memory.types import (
     Entity,
     Episode,
     Event,
+    FileCheck,
     Hit,
     LMUsage,
     MaintenanceReport,
@@ -66,6 +70,10 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "RECIPES",
     "AddResult",
+    "BackupError",
+    "BackupManifest",
+    "FileCheck",
+    "VerificationError",
     "AppliedOp",
     "Block",
     "BlockError",
