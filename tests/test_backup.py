@@ -18,7 +18,7 @@ import sqlean
 from dspy_memory import Memory
 from dspy_memory.cli import main
 from dspy_memory.embed import HashEmbedder
-from dspy_memory.errors import BackupError, MemoryFolderMissingError, VerificationError
+from dspy_memory.errors import BackupError, InvalidInputError, MemoryFolderMissingError, VerificationError
 from dspy_memory.governance.backup import backup, manifest_path, restore, sha256_of, verify_file
 from dspy_memory.util.timeutil import set_clock
 
@@ -92,6 +92,15 @@ def test_backup_refuses_an_existing_destination_a_missing_folder_and_postgresql(
             memory.backup(tmp_path / "nowhere" / "a.bak")
         with pytest.raises(BackupError, match="the memory file itself"):
             memory.backup(tmp_path / "a.db", overwrite=True)
+        for bad in (5, None, "", "  ", "a\x00b", str(tmp_path)):
+            with pytest.raises(InvalidInputError):
+                memory.backup(bad)
+    for bad in (5, "", str(tmp_path)):
+        with pytest.raises(InvalidInputError):
+            Memory.restore_backup(tmp_path / "a.bak", bad)
+        with pytest.raises(InvalidInputError):
+            verify_file(bad)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bak", "a.bak.manifest.json", "a.db"]
     postgres = SimpleNamespace(backend_name="postgres", path="postgresql://db/x")
     with pytest.raises(BackupError, match="pg_dump, or use memory.export"):
         backup(postgres, tmp_path / "pg.bak")

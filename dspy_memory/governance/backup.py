@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dspy_memory.errors import BackupError, MemoryFolderMissingError, VerificationError
+from dspy_memory.errors import BackupError, InvalidInputError, MemoryFolderMissingError, VerificationError
 from dspy_memory.store.sqlite import copy as sqlite_copy
 from dspy_memory.store.sqlite.connection import resolve_driver
 from dspy_memory.store.sqlite.migrations import LATEST_VERSION
@@ -32,6 +32,21 @@ MANIFEST_SUFFIX = ".manifest.json"
 # What SQLite keeps next to a database file; a file is swapped only with none of them left.
 SIDE_FILES = ("-wal", "-shm", "-journal")
 KeyApplier = Callable[[Any], None]
+
+
+def file_argument(value: Any, name: str) -> str:
+    """`value` as a path, or an InvalidInputError that says what was wrong with it."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise InvalidInputError(
+            f"{name} must be a file path (str or os.PathLike), not {type(value).__name__}"
+        )
+    text = os.fspath(value)
+    if not isinstance(text, str) or not text.strip() or "\x00" in text:
+        raise InvalidInputError(f"{name} must name a file, got {text!r}")
+    path = os.fspath(Path(text).expanduser())
+    if os.path.isdir(path):
+        raise InvalidInputError(f"{name} {path!r} is a folder; give a file name in it")
+    return path
 
 
 def manifest_path(path: str | os.PathLike[str]) -> str:
@@ -139,7 +154,7 @@ def verify_file(
     manifest. Never changes the file. Returns a FileCheck; `check.ok` is False and
     `check.problems` says why when anything failed (see `ensure_ok`)."""
     started = time.perf_counter()
-    path = os.fspath(path)
+    path = file_argument(path, "path")
     check = FileCheck(path=path, encrypted=encryption_key is not None)
     if not os.path.isfile(path):
         check.problems.append(f"no such file: {path}")
@@ -261,7 +276,7 @@ def backup(
         )
     if store.path == ":memory:" or store.path.startswith("file:"):
         raise BackupError(f"backup() copies a memory file; {store.path!r} is not one")
-    dest = os.fspath(Path(dest).expanduser())
+    dest = file_argument(dest, "dest")
     folder = Path(dest).resolve().parent
     if not folder.is_dir():
         raise MemoryFolderMissingError(
@@ -346,7 +361,7 @@ def restore(
     step passed. Close every Memory on `path` first. Returns the check of the copy; the restored
     file then gets a "restore" receipt in its audit log (so its sha256 is no longer the
     backup's)."""
-    src, path = os.fspath(Path(src).expanduser()), os.fspath(Path(path).expanduser())
+    src, path = file_argument(src, "src"), file_argument(path, "path")
     folder = Path(path).resolve().parent
     if not folder.is_dir():
         raise MemoryFolderMissingError(f"cannot restore to {path!r}: folder {str(folder)!r} does not exist")
