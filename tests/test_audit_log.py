@@ -269,3 +269,14 @@ def test_background_writes_act_for_whoever_submitted_them(db_path):
         memory.flush()
         [ops] = memory.audit(operation="memory_ops")
     assert (ops.actor, ops.request_id) == ("support-bot", "req-9")
+
+
+def test_swapped_rows_are_named_as_reordered(memory, db_path):
+    for text in ("one", "two", "three"):
+        memory.add(f"Ada said {text}.", user_id="ada")
+    tamper(db_path, "UPDATE audit_log SET id = -id WHERE id IN (2, 3)")
+    with Raw(db_path) as raw:
+        raw.execute("UPDATE audit_log SET id = CASE id WHEN -2 THEN 3 ELSE 2 END WHERE id IN (-2, -3)")
+    report = memory.verify_audit()
+    assert [(p.id, p.kind) for p in report.problems[:2]] == [(2, "reordered"), (3, "reordered")]
+    assert report.problems[0].detail == "it was written as entry 3"

@@ -299,6 +299,14 @@ class AuditLog:
                     yield dict(zip(names, row))
                 after = found[-1][0]
 
+    def id_of_hash(self, entry_hash: str) -> int | None:
+        """The entry whose stored hash this is (a scan: only for explaining a broken chain)."""
+        with self._conns.read() as conn:
+            row = conn.execute(
+                "SELECT id FROM audit_log WHERE hash = ? ORDER BY id LIMIT 1", (entry_hash,)
+            ).fetchone()
+        return int(row[0]) if row else None
+
     def head(self) -> tuple[int, str] | None:
         with self._conns.read() as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = ?", (HEAD_KEY,)).fetchone()
