@@ -280,3 +280,29 @@ def test_swapped_rows_are_named_as_reordered(memory, db_path):
     report = memory.verify_audit()
     assert [(p.id, p.kind) for p in report.problems[:2]] == [(2, "reordered"), (3, "reordered")]
     assert report.problems[0].detail == "it was written as entry 3"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"limit": 0},
+        {"limit": "10"},
+        {"limit": True},
+        {"operation": 5},
+        {"since": "not a time"},
+        {"user_id": ""},
+    ],
+)
+def test_bad_audit_arguments_get_a_clear_error(memory, options):
+    from dspy_memory.errors import DSPyMemoryError
+
+    with pytest.raises(DSPyMemoryError):
+        memory.audit(**options)
+
+
+def test_a_garbled_head_is_reported_not_a_crash(memory, db_path):
+    memory.add("Ada likes tea.", user_id="ada")
+    with Raw(db_path) as raw:
+        raw.execute("UPDATE meta SET value = 'garbage' WHERE key = 'audit_head'")
+    report = memory.verify_audit()
+    assert [(p.id, p.kind) for p in report.problems] == [(2, "head")]

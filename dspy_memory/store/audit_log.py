@@ -194,9 +194,9 @@ class AuditLog:
         details: Mapping[str, Any] | None,
     ) -> AuditEntry:
         context = current_context()
-        head = conn.execute("SELECT value FROM meta WHERE key = ?", (HEAD_KEY,)).fetchone()
+        head = _parse_head(conn.execute("SELECT value FROM meta WHERE key = ?", (HEAD_KEY,)).fetchone())
         if head is not None:
-            last_id, prev_hash = json.loads(head[0])
+            last_id, prev_hash = head
         else:
             last = conn.execute("SELECT id, hash FROM audit_log ORDER BY id DESC LIMIT 1").fetchone()
             last_id, prev_hash = (last[0], last[1]) if last else (0, GENESIS)
@@ -310,10 +310,16 @@ class AuditLog:
     def head(self) -> tuple[int, str] | None:
         with self._conns.read() as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = ?", (HEAD_KEY,)).fetchone()
-        if row is None:
-            return None
+        return _parse_head(row)
+
+
+def _parse_head(row: Any) -> tuple[int, str] | None:
+    """The head kept in `meta`, or None when it is missing or not one (`verify` says so)."""
+    try:
         last_id, last_hash = json.loads(row[0])
         return int(last_id), str(last_hash)
+    except (TypeError, ValueError):
+        return None
 
 
 def _scope_hashes(salt: str | None, scope: Scope | None) -> tuple[str | None, str | None, str | None]:
