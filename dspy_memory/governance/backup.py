@@ -286,6 +286,9 @@ def backup(
         raise BackupError(f"the backup {dest} would replace the memory file itself; give another name")
     if os.path.exists(dest) and not overwrite:
         raise BackupError(f"{dest} exists; give a new name, or overwrite=True (--overwrite) to replace it")
+    encrypted = bool(getattr(store.backend, "encrypted", False))
+    if encrypted and encryption_key is None:
+        raise BackupError("this store is encrypted: give its encryption_key to check the (encrypted) backup")
     if store.backend.conns.in_transaction():
         raise BackupError("backup() cannot run inside a transaction: VACUUM INTO needs its own")
     temporary = temporary_next_to(dest, "partial")
@@ -311,7 +314,7 @@ def backup(
         dimension=check.dimension,
         tables=check.tables,
         indexes=check.indexes,
-        encrypted=encryption_key is not None,
+        encrypted=encrypted,
         source=store.path,
         created_at=utcnow(),
         duration_s=round(time.perf_counter() - started, 4),
