@@ -213,7 +213,11 @@ def write(
     try:
         with os.fdopen(handle, "wb") as raw:
             # mtime=0 and no name: the gzip wrapper adds no bytes of its own that vary.
-            out = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") if path.endswith(".gz") else raw
+            out = (
+                gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="", compresslevel=6)
+                if path.endswith(".gz")
+                else raw
+            )
             out.write(dumps({**header, "record": "header", "counts": counts}) + b"\n")
             out.writelines(lines)
             out.write(dumps({"record": "trailer", "counts": counts, "sha256": digest}) + b"\n")

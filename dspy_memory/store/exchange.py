@@ -134,40 +134,50 @@ def read_scope(
 
         found = {name: of_scope(name) for name in ("episode", "memory", "memory_event", "block", "write_run")}
         found["lifecycle_settings"] = of_scope("lifecycle_settings")
-        memory_ids = _ids([row["id"] for row in found["memory"]])
-        episode_ids = _ids([row["id"] for row in found["episode"]])
+
+        # Rows of other tables belong to the scope through the rows they name: `column IN (the
+        # scope's keys)`, a subquery both engines evaluate once (a correlated EXISTS made SQLite
+        # scan the scope per row; a bound JSON list of ids was scanned per row too).
+        def owned(column: str, table: str, key: str) -> tuple[str, list[Any]]:
+            inner = scope_predicate(Predicate(), scope, alias="s")
+            return f"{column} IN (SELECT s.{key} FROM {table} s WHERE {inner.sql})", inner.params
+
+        def both(
+            first: tuple[str, list[Any]], second: tuple[str, list[Any]], joint: str = "AND"
+        ) -> Predicate:
+            return Predicate().add(f"{first[0]} {joint} {second[0]}", *first[1], *second[1])
+
+        def select(name: str, where: Predicate) -> list[dict[str, Any]]:
+            return _select(conn, BY_NAME[name], where.sql, where.params)
+
         # Entities of the scope and those its memories name (a memory's ends are always exported).
-        named = [row[end] for row in found["memory"] for end in ("subject_id", "object_id") if row[end]]
-        entities = scope_predicate(Predicate(), scope, alias="t")
-        if entities.clauses:
-            entities = Predicate().add(
-                f"({entities.sql}) OR t.id IN (SELECT value FROM json_each(?))", *entities.params, _ids(named)
-            )
-        found["entity"] = _select(conn, BY_NAME["entity"], entities.sql, entities.params)
-        found["memory_source"] = _select(
-            conn,
-            BY_NAME["memory_source"],
-            "t.memory_id IN (SELECT value FROM json_each(?)) AND t.episode_id IN (SELECT value FROM json_each(?))",
-            (memory_ids, episode_ids),
+        names = both(owned("t.id", "memories", "subject_id"), owned("t.id", "memories", "object_id"), "OR")
+        found["entity"] = select(
+            "entity", Predicate().add(f"({scoped.sql}) OR {names.sql}", *scoped.params, *names.params)
         )
-        found["memory_link"] = _select(
-            conn,
-            BY_NAME["memory_link"],
-            "t.memory_id IN (SELECT value FROM json_each(?)) AND t.linked_id IN (SELECT value FROM json_each(?))",
-            (memory_ids, memory_ids),
-        )
-        blocks = _ids([row["id"] for row in found["block"]])
-        found["block_version"] = _select(
-            conn, BY_NAME["block_version"], "t.block_id IN (SELECT value FROM json_each(?))", (blocks,)
-        )
+        # One IN per query: with two on a two-column key SQLite probed every pair (quadratic).
+        # The other end must be exported too: checked here.
+        exported = {
+            "episode": {row["id"] for row in found["episode"]},
+            "memory": {row["id"] for row in found["memory"]},
+        }
+        for name, other, kind in (
+            ("memory_source", "episode_id", "episode"),
+            ("memory_link", "linked_id", "memory"),
+        ):
+            memories = owned("t.memory_id", "memories", "id")
+            rows = select(name, Predicate().add(memories[0], *memories[1]))
+            found[name] = [row for row in rows if row[other] in exported[kind]]
+        blocks = owned("t.block_id", "blocks", "id")
+        found["block_version"] = select("block_version", Predicate().add(blocks[0], *blocks[1]))
         in_scope = scope_predicate(Predicate(), scope)
+        episodes = owned("c.episode_id", "episodes", "id")
         found["turn_context"] = [
             dict(zip(TURN_CONTEXT, row))
             for row in conn.execute(
                 "SELECT m.id, m.version, c.episode_id FROM turn_context c JOIN memories m ON m.row_id = c.row_id "
-                f"WHERE {in_scope.sql} AND c.episode_id IN (SELECT value FROM json_each(?)) "
-                "ORDER BY m.id, m.version, c.episode_id",
-                [*in_scope.params, episode_ids],
+                f"WHERE {in_scope.sql} AND {episodes[0]} ORDER BY m.id, m.version, c.episode_id",
+                [*in_scope.params, *episodes[1]],
             ).fetchall()
         ]
         if embeddings:
