@@ -376,15 +376,17 @@ def _insert_memories(
 ) -> None:
     if not rows:
         return
-    kind = BY_NAME["memory"]
-    sql = (
-        f"INSERT INTO memories ({', '.join(kind.columns)}) VALUES ({', '.join('?' * len(kind.columns))}) "
-        "RETURNING row_id"
-    )
-    indexed = []
-    for row in rows:
-        row_id = conn.execute(sql, tuple(row[c] for c in kind.columns)).fetchone()[0]
-        indexed.append({**row, "row_id": row_id})
+    # One batch, then the new row ids by (id, version): a round trip per row cost PostgreSQL
+    # most of an import.
+    _insert(conn, BY_NAME["memory"], rows)
+    assigned = {
+        (row[1], row[2]): row[0]
+        for row in conn.execute(
+            "SELECT row_id, id, version FROM memories WHERE id IN (SELECT value FROM json_each(?))",
+            (_ids([row["id"] for row in rows]),),
+        ).fetchall()
+    }
+    indexed = [{**row, "row_id": assigned[(row["id"], row["version"])]} for row in rows]
     row_of = {(row["id"], row["version"]): row["row_id"] for row in indexed}
     conn.executemany(
         "INSERT INTO turn_context (row_id, episode_id) VALUES (?, ?)",
