@@ -19,6 +19,7 @@ import dspy_memory
 from dspy_memory.governance import exchange_format as fmt
 from dspy_memory.governance.exchange_format import ExportFileError
 from dspy_memory.store import exchange as sql
+from dspy_memory.store.exchange_import import import_rows
 from dspy_memory.types import Scope
 from dspy_memory.util.timeutil import now_db
 
@@ -129,7 +130,7 @@ def import_file(memory: Any, path: str | os.PathLike[str], *, reembed: str = "au
         vectors = {key: from_file[key] for key in wanted}
         reembedded = 0
     with memory.store.transaction():  # the receipt commits with the rows, or neither
-        counts = sql.import_rows(memory.store, rows, vectors)
+        counts = import_rows(memory.store, rows, vectors)
         memory.store.audit_log.receipt(
             "import",
             scope=None if header.scope is None else Scope.of(**header.scope),

@@ -36,7 +36,7 @@ from dspy_memory.errors import DSPyMemoryError
 from dspy_memory.store import checksums
 from dspy_memory.store.backend import is_postgres_url
 from dspy_memory.store.checksums import TABLES, Table
-from dspy_memory.store.exchange import keyword_entries
+from dspy_memory.store.exchange_import import keyword_entries
 from dspy_memory.store.store import Store
 
 BATCH_SIZE = 1000
