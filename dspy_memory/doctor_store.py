@@ -89,9 +89,8 @@ def check_postgres(db: str) -> Check:
 def check_encryption(db: str | None) -> Check:
     """Whether encrypted files can be opened here (SQLCipher's driver), and whether --db needs a
     key it was not given. Without a key in use, a missing driver is not a problem."""
-    from dspy_memory.errors import EncryptionUnavailableError
     from dspy_memory.store.sqlite.cipher import KEY_ENV, cipher_version, looks_encrypted
-    from dspy_memory.store.sqlite.connection import resolve_driver
+    from dspy_memory.store.sqlite.connection import cipher_driver
 
     keyed = bool(os.environ.get(KEY_ENV))
     encrypted_db = (
@@ -104,13 +103,12 @@ def check_encryption(db: str | None) -> Check:
             f"{db} looks encrypted and no key is set",
             f"set {KEY_ENV} to the file's passphrase",
         )
-    try:
-        driver = resolve_driver(encrypted=True)
-    except EncryptionUnavailableError as exc:
+    driver, why = cipher_driver()
+    if driver is None:
         fix = "pip install 'dspy-memory[encryption]'"
         if not (keyed or encrypted_db):
             return Check("encryption", "skip", "no SQLCipher driver: needed only for encrypted files", fix)
-        return Check("encryption", "fail", str(exc).split(". ")[0], fix)
+        return Check("encryption", "fail", f"no SQLite driver that can encrypt (sqlcipher3: {why})", fix)
     conn = driver.connect(":memory:")
     try:
         version = cipher_version(conn)

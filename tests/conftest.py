@@ -31,9 +31,31 @@ def pytest_generate_tests(metafunc):
         return
     only = metafunc.definition.get_closest_marker("sqlite_only")
     backends = ("sqlite",) if only else BACKENDS
-    if metafunc.definition.get_closest_marker("encrypted") is not None:
+    if CIPHER_PROCESS and metafunc.definition.get_closest_marker("encrypted") is not None:
         backends = (*backends, "sqlcipher")
     metafunc.parametrize("backend", backends, indirect=True)
+
+
+# sqlite-vec lives in one SQLite library per process (store/sqlite/connection.py): this test
+# process's is sqlean, so tests on encrypted files run in a second pytest process whose library
+# is sqlcipher3 (tests/test_cipher_process.py starts it with DSPY_MEMORY_SQLITE_DRIVER=sqlcipher3).
+CIPHER_PROCESS = os.environ.get("DSPY_MEMORY_SQLITE_DRIVER") == "sqlcipher3"
+
+
+def _runs_on_sqlcipher(item) -> bool:
+    spec = getattr(item, "callspec", None)
+    return item.get_closest_marker("cipher_process") is not None or (
+        spec is not None and spec.params.get("backend") == "sqlcipher"
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    """In the sqlcipher3 process only the tests on encrypted files run; elsewhere they are left
+    to that process."""
+    if CIPHER_PROCESS:
+        kept = [item for item in items if _runs_on_sqlcipher(item)]
+        config.hook.pytest_deselected(items=[item for item in items if not _runs_on_sqlcipher(item)])
+        items[:] = kept
 
 
 @pytest.fixture

@@ -14,6 +14,15 @@ import threading
 import pytest
 
 pytest.importorskip("sqlcipher3", reason="the encryption extra is not installed")
+# sqlite-vec lives in one SQLite library per process: these run in the sqlcipher3 process
+# (tests/test_cipher_process.py), and are skipped in any other.
+pytestmark = [
+    pytest.mark.cipher_process,
+    pytest.mark.skipif(
+        os.environ.get("DSPY_MEMORY_SQLITE_DRIVER") != "sqlcipher3",
+        reason="runs in the sqlcipher3 process (tests/test_cipher_process.py)",
+    ),
+]
 
 from dspy_memory import Memory, MemoryConfig  # noqa: E402
 from dspy_memory.embed import HashEmbedder  # noqa: E402
@@ -30,7 +39,6 @@ HEADER = b"SQLite format 3\x00"
 @pytest.fixture(autouse=True)
 def _no_key_from_outside(monkeypatch):
     monkeypatch.delenv(KEY_ENV, raising=False)
-    monkeypatch.delenv(connection.DRIVER_ENV, raising=False)
 
 
 def open_memory(path, **settings):
@@ -127,6 +135,7 @@ def test_a_driver_that_cannot_encrypt_is_refused_before_anything_is_written(tmp_
 def test_without_sqlcipher3_installed_a_key_is_refused(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "sqlcipher3", None)  # import fails
     monkeypatch.setattr(connection, "_driver_cache", {})
+    monkeypatch.setattr(connection, "_process_library", None)  # as in a process that opened nothing yet
     path = tmp_path / "memory.db"
     with pytest.raises(EncryptionUnavailableError, match="sqlcipher3: not installed.*pip install"):
         open_memory(path, encryption_key=KEY)
@@ -222,10 +231,15 @@ def test_export_database_writes_plaintext_and_rekeyed_copies(tmp_path):
         assert memory.search("locker code", user_id="ada")[0].content == "Ada's locker code is 4711."
     with pytest.raises(EncryptionKeyError, match="looks encrypted"):
         export_database(rekeyed, str(tmp_path / "x.db"), None)
-    # A connection that is not SQLCipher's cannot export, and leaves no file behind.
-    with open_memory(plain) as memory, memory.store._conns.read() as conn:
+    # A connection that is not SQLCipher's cannot export, and leaves no file behind (sqlean's,
+    # without sqlite-vec: this process's SQLite library is sqlcipher3).
+    sqlean = pytest.importorskip("sqlean")
+    conn = sqlean.connect(plain)
+    try:
         with pytest.raises(EncryptionUnavailableError):
             export_database(conn, str(tmp_path / "y.db"), raw_key(KEY))
+    finally:
+        conn.close()
     assert not (tmp_path / "y.db").exists()
 
 
@@ -242,6 +256,7 @@ def test_doctor_reports_the_encryption_driver_and_an_encrypted_db_without_a_key(
     assert check_encryption(str(path)).status == "ok"
     monkeypatch.setitem(sys.modules, "sqlcipher3", None)
     monkeypatch.setattr(connection, "_driver_cache", {})
+    monkeypatch.setattr(connection, "_process_library", None)  # as in a process that opened nothing yet
     assert check_encryption(None).status == "fail"  # a key is set, nothing can use it
     monkeypatch.delenv(KEY_ENV)
     skipped = check_encryption(None)

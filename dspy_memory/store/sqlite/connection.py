@@ -34,6 +34,31 @@ _driver_lock = threading.Lock()
 _driver_cache: dict[tuple[tuple[str, ...], bool], ModuleType] = {}
 
 
+# sqlite-vec keeps the SQLite API it was loaded with in a global, and SQLite loads extensions
+# RTLD_GLOBAL: loaded into a second SQLite library in one process (sqlean for plain files,
+# sqlcipher3 for encrypted ones), it drives the first library's connections through the second
+# one's API and crashes the process (tests/test_sqlite_library.py: a segfault at the next vector
+# search). So the first library a process resolves is the only one it uses; a forked child
+# starts afresh (SQLite connections must not cross a fork anyway).
+_process_library: tuple[int, ModuleType] | None = None
+
+
+def _library_in_use() -> ModuleType | None:
+    if _process_library is not None and _process_library[0] == os.getpid():
+        return _process_library[1]
+    return None
+
+
+def _second_library_error(in_use: ModuleType, wanted: str, why: str) -> ExtensionLoadError:
+    return ExtensionLoadError(
+        f"this process already uses sqlite-vec through {in_use.__name__}'s SQLite, and {why} asks "
+        f"for {wanted}: sqlite-vec cannot be loaded into a second SQLite library in one process (it "
+        f"would crash). To open plain and encrypted files in one process, set "
+        f"{DRIVER_ENV}=sqlcipher3 before opening any (SQLCipher opens plain files too; their "
+        "erasure then compacts with a full VACUUM), or use one process per kind of file."
+    )
+
+
 def _load_sqlite_vec(conn: Any) -> None:
     import sqlite_vec
 
@@ -57,6 +82,9 @@ def _probe(module_name: str, *, cipher: bool = False) -> tuple[ModuleType | None
     try:
         if not hasattr(conn, "enable_load_extension"):
             return None, "this build cannot load extensions"
+        # Before sqlite-vec is loaded: a driver that cannot encrypt must not load it at all.
+        if cipher and cipher_version(conn) is None:
+            return None, "this SQLite cannot encrypt (no SQLCipher)"
         try:
             _load_sqlite_vec(conn)
             conn.execute("SELECT vec_version()")
@@ -66,8 +94,6 @@ def _probe(module_name: str, *, cipher: bool = False) -> tuple[ModuleType | None
             conn.execute("CREATE VIRTUAL TABLE temp.fts5_probe USING fts5(x)")
         except Exception:
             return None, "this SQLite has no FTS5"
-        if cipher and cipher_version(conn) is None:
-            return None, "this SQLite cannot encrypt (no SQLCipher)"
         return module, ""
     finally:
         conn.close()
@@ -83,16 +109,33 @@ def resolve_driver(preferred: str | None = None, *, encrypted: bool = False) -> 
         raise ExtensionLoadError(
             "sqlite-vec is not installed; install it with: pip install sqlite-vec"
         ) from None
+    global _process_library
     preferred = preferred or os.environ.get(DRIVER_ENV) or None
     order = (preferred,) if preferred else CIPHER_DRIVER_MODULES if encrypted else DRIVER_MODULES
     with _driver_lock:
-        if (order, encrypted) in _driver_cache:
-            return _driver_cache[order, encrypted]
+        in_use = _library_in_use()
+        if in_use is not None and (preferred is None or in_use.__name__ == preferred):
+            if not encrypted or in_use.__name__ in CIPHER_DRIVER_MODULES:
+                return in_use  # plain files open through SQLCipher too
+        cached = _driver_cache.get((order, encrypted))
+        if cached is not None and in_use is None:
+            _process_library = (os.getpid(), cached)
+            return cached
         reasons = []
         for name in order:
+            if in_use is not None and name != in_use.__name__:
+                # Probing loads sqlite-vec: tell why not instead, unless the driver is unfit anyway.
+                module, why = _probe_without_loading(name, cipher=encrypted)
+                if module is not None:
+                    raise _second_library_error(
+                        in_use, name, "an encrypted file" if encrypted else f"{DRIVER_ENV}"
+                    )
+                reasons.append(f"{name}: {why}")
+                continue
             module, why = _probe(name, cipher=encrypted)
             if module is not None:
                 _driver_cache[order, encrypted] = module
+                _process_library = (os.getpid(), module)
                 return module
             reasons.append(f"{name}: {why}")
     tried = "; ".join(reasons)
@@ -103,6 +146,33 @@ def resolve_driver(preferred: str | None = None, *, encrypted: bool = False) -> 
         f"with FTS5 (tried {tried}). This Python's sqlite3 cannot load extensions; install "
         "the sqlean.py package (pip install sqlean.py), or pysqlite3-binary on Linux."
     )
+
+
+def _probe_without_loading(module_name: str, *, cipher: bool) -> tuple[ModuleType | None, str]:
+    """Whether a driver could serve, short of loading sqlite-vec into it."""
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return None, "not installed"
+    conn = module.connect(":memory:")
+    try:
+        if cipher and cipher_version(conn) is None:
+            return None, "this SQLite cannot encrypt (no SQLCipher)"
+        return module, ""
+    finally:
+        conn.close()
+
+
+def cipher_driver() -> tuple[ModuleType | None, str]:
+    """SQLCipher's driver if it could open encrypted files here, else (None, why not). Unlike
+    `resolve_driver(encrypted=True)` it never fails for the process's library: when another one
+    already holds sqlite-vec, it checks SQLCipher without loading sqlite-vec into it (doctor)."""
+    with _driver_lock:
+        in_use = _library_in_use()
+    name = CIPHER_DRIVER_MODULES[0]
+    if in_use is not None and in_use.__name__ == name:
+        return in_use, ""
+    return _probe_without_loading(name, cipher=True) if in_use is not None else _probe(name, cipher=True)
 
 
 def open_connection(path: str, driver: ModuleType, *, busy_timeout_ms: int, key: str | None = None) -> Any:
