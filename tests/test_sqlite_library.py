@@ -64,3 +64,44 @@ def test_with_sqlcipher3_for_every_file_plain_and_encrypted_work_side_by_side(tm
     assert "'plain': 600" in done.stdout and "'encrypted': 600" in done.stdout
     assert (tmp_path / "plain.db").read_bytes()[:16] == b"SQLite format 3\x00"
     assert (tmp_path / "encrypted.db").read_bytes()[:16] != b"SQLite format 3\x00"
+
+
+def cli(tmp_path, *args, **env_extra):
+    import os
+
+    env = {key: value for key, value in os.environ.items() if not key.startswith("DSPY_MEMORY_")}
+    env.update(env_extra)
+    return subprocess.run(
+        [sys.executable, "-m", "dspy_memory.cli", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_key_commands_read_the_plaintext_side_through_sqlcipher(tmp_path):
+    """`encrypt` reads a plain file and writes an encrypted one in one process, `decrypt` the
+    other way: both sides through sqlcipher3, or the first read picks sqlean and the second is
+    refused (it was, before change_key chose the library first)."""
+    made = subprocess.run(
+        [sys.executable, "-c", "from dspy_memory import Memory\nfrom dspy_memory.embed import HashEmbedder\n"
+         "with Memory('m.db', embedder=HashEmbedder(384)) as m:\n"
+         "    m.add([f'note {i} about the garden' for i in range(40)], user_id='u')"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={key: value for key, value in __import__("os").environ.items() if not key.startswith("DSPY_MEMORY_")},
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    steps = [
+        (("encrypt", "--db", "m.db", "--new-key-env", "NEW_KEY"), {"NEW_KEY": "one"}),
+        (("rekey", "--db", "m.db", "--new-key-env", "NEW_KEY"), {"DSPY_MEMORY_ENCRYPTION_KEY": "one", "NEW_KEY": "two"}),
+        (("backup", "--db", "m.db", "m.bak"), {"DSPY_MEMORY_ENCRYPTION_KEY": "two"}),
+        (("decrypt", "--db", "m.db"), {"DSPY_MEMORY_ENCRYPTION_KEY": "two"}),
+        (("search", "garden", "--db", "m.db", "--user", "u"), {}),
+    ]  # fmt: skip
+    for args, env in steps:
+        done = cli(tmp_path, *args, **env)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+    assert "note" in done.stdout and (tmp_path / "m.db").read_bytes()[:16] == b"SQLite format 3\x00"
+    assert (tmp_path / "m.bak").read_bytes()[:16] != b"SQLite format 3\x00"

@@ -20,6 +20,7 @@ from dspy_memory.governance.backup import (
     write_receipt,
 )
 from dspy_memory.store.sqlite import cipher
+from dspy_memory.store.sqlite.connection import resolve_driver
 from dspy_memory.types import FileCheck
 
 
@@ -32,6 +33,9 @@ def change_key(path: str | os.PathLike[str], *, old_key: Any, new_key: Any) -> F
         raise EncryptionKeyError("give a new key to encrypt, the current key to decrypt, or both to re-key")
     if not os.path.isfile(path):
         raise BackupError(f"no such memory file: {path}")
+    # Before the plaintext side is read: sqlite-vec lives in one SQLite library per process, and
+    # both sides must be read through SQLCipher's (store/sqlite/connection.py).
+    resolve_driver(encrypted=True)
     if old_key is None and cipher.looks_encrypted(path):
         raise cipher.missing_key_error(path)
     if new_key is not None and old_key is not None and cipher.raw_key(new_key) == cipher.raw_key(old_key):
