@@ -55,6 +55,42 @@ class GovernanceMethods:
 
         return ScopedMemory(self, **scope)  # type: ignore[arg-type]
 
+    # -- backups and restore (docs/governance.md#backups-and-restore) ---------------------------
+
+    def backup(self, dest: str | os.PathLike[str], *, overwrite: bool = False) -> BackupManifest:
+        """Back up this SQLite file to `dest` while other processes go on writing: the keyword
+        index optimized, `VACUUM INTO` (one snapshot, live rows only: nothing erased comes
+        along), the copy verified (integrity, indexes agree with rows, schema version), and
+        `<dest>.manifest.json` written next to it. An encrypted file's backup is encrypted with
+        the same key. Returns the manifest. Refuses an existing `dest` unless overwrite=True."""
+        from dspy_memory.governance.backup import backup
+
+        if not isinstance(overwrite, bool):
+            raise InvalidInputError(f"overwrite must be True or False, not {type(overwrite).__name__}")
+        self.store.check_open()
+        return backup(self.store, dest, overwrite=overwrite, encryption_key=self._encryption_key())
+
+    @staticmethod
+    def restore_backup(
+        src: str | os.PathLike[str], path: str | os.PathLike[str], *, encryption_key: Any = None
+    ) -> FileCheck:
+        """Put the backup `src` in place of the memory file `path` (named apart from
+        `restore(memory_id)`, which brings back an archived memory): `src` is verified (with its
+        manifest), copied next to `path`, the copy verified, then swapped in atomically. `path`
+        is untouched when any step fails. Close every Memory on `path` first (refused while it
+        is open). `encryption_key`: the backup's (default $DSPY_MEMORY_ENCRYPTION_KEY)."""
+        from dspy_memory.governance.backup import restore
+        from dspy_memory.store.sqlite.cipher import given_key
+
+        return restore(src, path, encryption_key=given_key(encryption_key))
+
+    def _encryption_key(self) -> Any:
+        if not getattr(self.store.backend, "encrypted", False):
+            return None
+        from dspy_memory.store.sqlite.cipher import given_key
+
+        return given_key(self.config.encryption_key)
+
     # -- the audit log (docs/governance.md#the-audit-log) ---------------------------------------
 
     def acting_as(self, actor: str, *, request_id: str | None = None) -> Any:
@@ -148,39 +184,3 @@ def _path(path: Any, method: str) -> str:
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
         raise InvalidInputError(f"{method}() needs a file path, not {path!r}")
     return os.fspath(path)
-
-    # -- backups and restore (docs/governance.md#backups-and-restore) ---------------------------
-
-    def backup(self, dest: str | os.PathLike[str], *, overwrite: bool = False) -> BackupManifest:
-        """Back up this SQLite file to `dest` while other processes go on writing: the keyword
-        index optimized, `VACUUM INTO` (one snapshot, live rows only: nothing erased comes
-        along), the copy verified (integrity, indexes agree with rows, schema version), and
-        `<dest>.manifest.json` written next to it. An encrypted file's backup is encrypted with
-        the same key. Returns the manifest. Refuses an existing `dest` unless overwrite=True."""
-        from dspy_memory.governance.backup import backup
-
-        if not isinstance(overwrite, bool):
-            raise InvalidInputError(f"overwrite must be True or False, not {type(overwrite).__name__}")
-        self.store.check_open()
-        return backup(self.store, dest, overwrite=overwrite, encryption_key=self._encryption_key())
-
-    @staticmethod
-    def restore_backup(
-        src: str | os.PathLike[str], path: str | os.PathLike[str], *, encryption_key: Any = None
-    ) -> FileCheck:
-        """Put the backup `src` in place of the memory file `path` (named apart from
-        `restore(memory_id)`, which brings back an archived memory): `src` is verified (with its
-        manifest), copied next to `path`, the copy verified, then swapped in atomically. `path`
-        is untouched when any step fails. Close every Memory on `path` first (refused while it
-        is open). `encryption_key`: the backup's (default $DSPY_MEMORY_ENCRYPTION_KEY)."""
-        from dspy_memory.governance.backup import restore
-        from dspy_memory.store.sqlite.cipher import given_key
-
-        return restore(src, path, encryption_key=given_key(encryption_key))
-
-    def _encryption_key(self) -> Any:
-        if not getattr(self.store.backend, "encrypted", False):
-            return None
-        from dspy_memory.store.sqlite.cipher import given_key
-
-        return given_key(self.config.encryption_key)
