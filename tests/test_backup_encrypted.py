@@ -3,6 +3,7 @@ restore"; the plaintext cases are in tests/test_backup.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -103,7 +104,10 @@ def test_encrypt_rekey_decrypt_swap_the_file_and_the_old_key_stops_working(tmp_p
         assert encrypted.details["encrypted"] is True and encrypted.counts == {"memories": 4}
 
     monkeypatch.setenv("OLD_KEY", OTHER_KEY)
-    assert main(["decrypt", "--db", db, "--key-env", "OLD_KEY"]) == 0
+    capsys.readouterr()
+    assert main(["decrypt", "--db", db, "--key-env", "OLD_KEY", "--json"]) == 0
+    decrypted = json.loads(capsys.readouterr().out)  # the whole of stdout is JSON
+    assert decrypted["ok"] is True and decrypted["tables"]["memories"] == 4, decrypted
     assert Path(db).read_bytes()[:16] == b"SQLite format 3\x00"
     assert verify_file(db).ok
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.db"]

@@ -21,7 +21,9 @@ KEY_ENV = "DSPY_MEMORY_ENCRYPTION_KEY"
 
 
 def add_file_commands(sub: Any) -> None:
-    def command(name: str, help_text: str, func: Any, *, db: bool = True) -> argparse.ArgumentParser:
+    def command(
+        name: str, help_text: str, func: Any, *, db: bool = True, keyed: bool = True
+    ) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(func=func)
         if db:
@@ -31,6 +33,8 @@ def add_file_commands(sub: Any) -> None:
                 help="memory file (default: $DSPY_MEMORY_PATH or memory.db)",
             )
         p.add_argument("--json", action="store_true", help="print JSON")
+        if not keyed:  # a plaintext file has no current key
+            return p
         p.add_argument(
             "--key-env",
             default=KEY_ENV,
@@ -56,7 +60,10 @@ def add_file_commands(sub: Any) -> None:
     p.add_argument("file", help="the file to check (a backup is checked against its manifest)")
 
     command(
-        "encrypt", "encrypt a plaintext memory file with a new key (the file must not be open)", cmd_encrypt
+        "encrypt",
+        "encrypt a plaintext memory file with a new key (the file must not be open)",
+        cmd_encrypt,
+        keyed=False,
     )
     command(
         "decrypt", "write an encrypted memory file back as plaintext (the file must not be open)", cmd_decrypt

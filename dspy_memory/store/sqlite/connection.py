@@ -154,10 +154,19 @@ def _probe_without_loading(module_name: str, *, cipher: bool) -> tuple[ModuleTyp
         module = importlib.import_module(module_name)
     except ImportError:
         return None, "not installed"
-    conn = module.connect(":memory:")
     try:
+        conn = module.connect(":memory:")
+    except Exception as exc:  # pragma: no cover - broken installs only
+        return None, f"cannot open a database ({exc})"
+    try:
+        if not hasattr(conn, "enable_load_extension"):
+            return None, "this build cannot load extensions"
         if cipher and cipher_version(conn) is None:
             return None, "this SQLite cannot encrypt (no SQLCipher)"
+        try:
+            conn.execute("CREATE VIRTUAL TABLE temp.fts5_probe USING fts5(x)")
+        except Exception:
+            return None, "this SQLite has no FTS5"
         return module, ""
     finally:
         conn.close()
