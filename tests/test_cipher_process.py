@@ -23,6 +23,7 @@ MODULES = (
     "tests/test_encryption.py",
     "tests/test_backup_encrypted.py",
     "tests/test_bench_governance.py",
+    "tests/test_readme_encrypted.py",
     "tests/test_store.py",
     "tests/test_purge.py",
     "tests/test_scopes.py",

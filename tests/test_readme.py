@@ -33,8 +33,11 @@ README_FACTS = {
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
-def python_blocks():
-    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+def python_blocks(*, encrypted: bool = False):
+    """The README's Python blocks, in order: those on an encrypted file (they name
+    `encryption_key=`) apart, for the sqlcipher3 process (tests/test_readme_encrypted.py)."""
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    return [block for block in blocks if ("encryption_key=" in block) == encrypted]
 
 
 def test_readme_has_snippets():
