@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from dspy_memory.errors import EmbedderMismatchError
-from dspy_memory.store.audit import audit
+from dspy_memory.store.access import AccessStatistics
 from dspy_memory.store.audit_log import AuditLog
 from dspy_memory.store.backend import NO_USER, TURN_CONTEXT_VERSION, open_backend
 from dspy_memory.store.blocks import BlockStore
@@ -18,6 +18,7 @@ from dspy_memory.store.conflicts import WriteConflicts
 from dspy_memory.store.episodes import EpisodeLog
 from dspy_memory.store.erase import Eraser
 from dspy_memory.store.graph import EntityGraph
+from dspy_memory.store.inspection import Inspection
 from dspy_memory.store.keys import KeyStore
 from dspy_memory.store.lifecycle import LifecycleRows
 from dspy_memory.store.queries import (
@@ -38,7 +39,7 @@ from dspy_memory.store.queries import (
 from dspy_memory.store.runs import WriteRunLog
 from dspy_memory.store.turns import RawTurns, TurnContext
 from dspy_memory.store.writes import MemoryWrites
-from dspy_memory.types import AuditReport, Event, MemoryRecord, Provenance, Scope
+from dspy_memory.types import Event, MemoryRecord, Provenance, Scope
 
 
 def _partition(scope: Scope) -> str | None:
@@ -56,10 +57,11 @@ PROVENANCE_COLUMNS = ", ".join(
 )
 
 
-class Store(MemoryWrites, LifecycleRows, WriteConflicts):
-    """One database (a backend: store/backend.py). Schema, transactions, memory reads and search; memory writes come from MemoryWrites, the
-    lifecycle's rows (archive, restore, consolidation, settings) from LifecycleRows, the write
-    path's compare-and-set from WriteConflicts.
+class Store(MemoryWrites, LifecycleRows, WriteConflicts, AccessStatistics, Inspection):
+    """One database (a backend: store/backend.py). Schema, transactions, memory reads and
+    search; memory writes come from MemoryWrites, the lifecycle's rows (archive, restore,
+    consolidation, settings) from LifecycleRows, the write path's compare-and-set from
+    WriteConflicts, recall statistics from AccessStatistics, checks and counts from Inspection.
     Episodes, the vector and keyword indexes, erasure, entities, the write-run log and core
     blocks live in the components `episodes`, `vectors`, `keywords`, `erase`, `graph`, `runs`
     and `blocks`.
@@ -372,38 +374,3 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts):
                 coarse=coarse,
                 reference=reference,
             )
-
-    # -- inspection ----------------------------------------------------------------------------
-
-    def audit(self, *, single_valued: Sequence[str]) -> AuditReport:
-        """Check the file against the invariants (see store/audit.py)."""
-        return audit(self.backend, single_valued=single_valued)
-
-    def stats(self) -> dict[str, Any]:
-        """Row counts per table and the bound embedder."""
-        tables = (
-            "episodes",
-            "memories",
-            "memory_sources",
-            "memory_events",
-            "entities",
-            "blocks",
-            "write_runs",
-        )
-        with self._conns.read() as conn:
-            counts = {name: conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0] for name in tables}
-            current, archived, pinned = conn.execute(
-                "SELECT count(*), count(archived_at), sum(pinned) FROM memories WHERE expired_at IS NULL"
-            ).fetchone()
-        info = self.embedder_info()
-        return {
-            "path": self.path,
-            "backend": self.backend_name,
-            "driver": self.driver_name,
-            "embedder": info[0] if info else None,
-            "dim": info[1] if info else None,
-            "tables": counts,
-            "current_memories": current,
-            "archived_memories": archived,
-            "pinned_memories": pinned or 0,
-        }

@@ -199,6 +199,13 @@ class MemoryWrites:
                     )
         return row_ids
 
+    def _log_change(self, event: str, row: Any, actor: str, memory_id: str) -> None:
+        """The audit entry of a change to one memory, in `row`'s scope (joins the transaction)."""
+        operation = event.lower()
+        self.audit_log.record(
+            operation, scope=scope_of(row), role=actor, counts={operation: 1}, memory_ids=[memory_id]
+        )
+
     def _current_row(self, conn: Any, memory_id: str, scope: Scope | None) -> Any:
         predicate = scope_predicate(Predicate().add("m.id = ?", memory_id), scope)
         predicate.add("m.expired_at IS NULL")
@@ -282,13 +289,7 @@ class MemoryWrites:
                 event_episode_id=episode_id,
                 audit=False,
             )
-            self.audit_log.record(
-                event.lower(),
-                scope=scope_of(old),
-                role=actor,
-                counts={event.lower(): 1},
-                memory_ids=[memory_id],
-            )
+            self._log_change(event, old, actor, memory_id)
             new_row = self._current_row(conn, memory_id, scope)
             return old, record_from_row(new_row, view)
 
@@ -335,13 +336,7 @@ class MemoryWrites:
                     at,
                 ),
             )
-            self.audit_log.record(
-                event.lower(),
-                scope=scope_of(old),
-                role=actor,
-                counts={event.lower(): 1},
-                memory_ids=[memory_id],
-            )
+            self._log_change(event, old, actor, memory_id)
         return old
 
     def confirm(
@@ -364,13 +359,7 @@ class MemoryWrites:
                 "INSERT INTO memory_sources (memory_id, episode_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 [(memory_id, episode_id, now_db()) for episode_id in episode_ids],
             )
-            self.audit_log.record(
-                "confirm",
-                scope=scope_of(row),
-                role="write",
-                counts={"confirm": 1},
-                memory_ids=[memory_id],
-            )
+            self._log_change("confirm", row, "write", memory_id)
         return True
 
     @staticmethod
@@ -403,26 +392,3 @@ class MemoryWrites:
                 at or now_db(),
             ),
         )
-
-    def last_row_id(self) -> int:
-        """The newest memory row so far: rows written later have larger ids (AUTOINCREMENT)."""
-        with self._conns.read() as conn:
-            return int(conn.execute("SELECT coalesce(max(row_id), 0) FROM memories").fetchone()[0])
-
-    def record_access(self, counts: Sequence[tuple[int, int, str]]) -> bool:
-        """Add recalls to rows: (row_id, times recalled, last recall time), if the file can be
-        written at once; False (nothing written) when another writer holds it. The forgetting
-        curve uses these statistics; they are never worth making a read wait."""
-        if not counts:
-            return True
-        # Not in the audit log: a statistic of use, not a change of what anyone said or decided,
-        # and an entry here would add a chained write to every read (store/audit_log.py).
-        with self._conns.transaction_if_free() as conn:
-            if conn is None:
-                return False
-            conn.executemany(
-                "UPDATE memories SET access_count = access_count + ?, "
-                "last_accessed_at = CASE WHEN last_accessed_at > ? THEN last_accessed_at ELSE ? END WHERE row_id = ?",
-                [(count, at, at, row_id) for row_id, count, at in counts],
-            )
-        return True

@@ -1,0 +1,59 @@
+"""Store inspection: the file checked against the invariants, row counts. Mixed into Store."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dspy_memory.store.audit import audit
+from dspy_memory.store.backend import Backend, Connections
+from dspy_memory.types import AuditReport
+
+
+class Inspection:
+    backend: Backend
+    path: str
+    _conns: Connections
+
+    def embedder_info(self) -> tuple[str, int] | None: ...  # provided by Store
+
+    @property
+    def backend_name(self) -> str: ...  # provided by Store
+
+    @property
+    def driver_name(self) -> str: ...  # provided by Store
+
+    # -- inspection ---------------------------------------------------------------------------
+
+    def audit(self, *, single_valued: Sequence[str]) -> AuditReport:
+        """Check the file against the invariants (see store/audit.py)."""
+        return audit(self.backend, single_valued=single_valued)
+
+    def stats(self) -> dict[str, Any]:
+        """Row counts per table and the bound embedder."""
+        tables = (
+            "episodes",
+            "memories",
+            "memory_sources",
+            "memory_events",
+            "entities",
+            "blocks",
+            "write_runs",
+        )
+        with self._conns.read() as conn:
+            counts = {name: conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0] for name in tables}
+            current, archived, pinned = conn.execute(
+                "SELECT count(*), count(archived_at), sum(pinned) FROM memories WHERE expired_at IS NULL"
+            ).fetchone()
+        info = self.embedder_info()
+        return {
+            "path": self.path,
+            "backend": self.backend_name,
+            "driver": self.driver_name,
+            "embedder": info[0] if info else None,
+            "dim": info[1] if info else None,
+            "tables": counts,
+            "current_memories": current,
+            "archived_memories": archived,
+            "pinned_memories": pinned or 0,
+        }
