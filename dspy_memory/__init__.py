@@ -33,9 +33,9 @@ from dspy_memory.graph import GraphLink, MemoryGraph
 from dspy_memory.memory import Memory
 from dspy_memory.ops import AppliedOp, ClusterMemory, ConsolidationOp, Fact, Op, Rejection
 from dspy_memory.read.retrieval import RECIPES, Recipe
+from dspy_memory.reports import BackupManifest, FileCheck, MaintenanceReport
 from dspy_memory.types import (
     AddResult,
-    BackupManifest,
     Block,
     BlockVersion,
     Context,
@@ -44,10 +44,8 @@ from dspy_memory.types import (
     Entity,
     Episode,
     Event,
-    FileCheck,
     Hit,
     LMUsage,
-    MaintenanceReport,
     MemoryRecord,
     Provenance,
     Scope,

@@ -19,12 +19,12 @@ from dspy_memory.graph import MemoryGraph
 from dspy_memory.lifecycle.facade import LifecycleMethods
 from dspy_memory.parts import build_parts, config_with
 from dspy_memory.read.retrieval import Recipe
+from dspy_memory.reports import AuditReport
 from dspy_memory.scopes import OwnerArgs, ScopeArgs, ScopeRules
 from dspy_memory.store import TimeView
 from dspy_memory.types import (
     AddResult,
     Answer,
-    AuditReport,
     Context,
     DeleteResult,
     Episode,

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dspy_memory.reports import AuditProblem, AuditVerification
 from dspy_memory.store.audit_log import GENESIS, AuditLog, acting_as, entry_hash
-from dspy_memory.types import AuditProblem, AuditVerification
 
 __all__ = ["acting_as", "verify_chain"]
 

@@ -22,10 +22,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from dspy_memory.errors import BackupError, InvalidInputError, MemoryFolderMissingError, VerificationError
+from dspy_memory.reports import BackupManifest, FileCheck
 from dspy_memory.store.sqlite import copy as sqlite_copy
 from dspy_memory.store.sqlite.connection import resolve_driver
 from dspy_memory.store.sqlite.migrations import LATEST_VERSION
-from dspy_memory.types import BackupManifest, FileCheck
 from dspy_memory.util.timeutil import utcnow
 
 MANIFEST_SUFFIX = ".manifest.json"

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from typing_extensions import Unpack
 
 from dspy_memory.errors import InvalidInputError
+from dspy_memory.reports import BackupManifest, FileCheck
 from dspy_memory.scopes import ScopeArgs
-from dspy_memory.types import BackupManifest, FileCheck
 
 if TYPE_CHECKING:
     from dspy_memory.governance.scoped import ScopedMemory

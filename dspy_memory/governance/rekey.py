@@ -19,9 +19,9 @@ from dspy_memory.governance.backup import (
     verify_file,
     write_receipt,
 )
+from dspy_memory.reports import FileCheck
 from dspy_memory.store.sqlite import cipher
 from dspy_memory.store.sqlite.connection import resolve_driver
-from dspy_memory.types import FileCheck
 
 
 def change_key(path: str | os.PathLike[str], *, old_key: Any, new_key: Any) -> FileCheck:

@@ -11,8 +11,9 @@ from typing_extensions import Unpack
 
 from dspy_memory.config import LifecycleSettings
 from dspy_memory.errors import InvalidInputError, ScopeError
+from dspy_memory.reports import MaintenanceReport
 from dspy_memory.scopes import OwnerArgs
-from dspy_memory.types import MaintenanceReport, MemoryRecord
+from dspy_memory.types import MemoryRecord
 
 logger = logging.getLogger("dspy_memory")
 

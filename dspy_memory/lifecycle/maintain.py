@@ -21,9 +21,10 @@ from dspy_memory.errors import InvalidInputError, WriteProgramError
 from dspy_memory.lifecycle.consolidate import apply_consolidation, cluster_view, plan_consolidation
 from dspy_memory.lifecycle.curve import Forgetting, days_since
 from dspy_memory.ops import FACT_KINDS
+from dspy_memory.reports import MaintenanceReport
 from dspy_memory.store import Store
 from dspy_memory.store.lifecycle import DecayRow, ScopeKey
-from dspy_memory.types import MaintenanceReport, MemoryRecord, Scope
+from dspy_memory.types import MemoryRecord, Scope
 from dspy_memory.util.lm import lm_name, run_program, short_error
 from dspy_memory.util.timeutil import from_db, now_db, utcnow
 

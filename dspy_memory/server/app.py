@@ -18,6 +18,7 @@ from fastapi import Depends, FastAPI, Query, Request
 
 from dspy_memory.config import MemoryConfig
 from dspy_memory.errors import DSPyMemoryError
+from dspy_memory.reports import MaintenanceReport
 from dspy_memory.server.auth import (
     SCOPE_FIELDS,
     AuditContextMiddleware,
@@ -50,17 +51,7 @@ from dspy_memory.server.models import (
     UpdateRequest,
     key_info,
 )
-from dspy_memory.types import (
-    AddResult,
-    Answer,
-    Block,
-    Context,
-    DeleteResult,
-    Event,
-    Hit,
-    MaintenanceReport,
-    MemoryRecord,
-)
+from dspy_memory.types import AddResult, Answer, Block, Context, DeleteResult, Event, Hit, MemoryRecord
 
 logger = logging.getLogger("dspy_memory")
 

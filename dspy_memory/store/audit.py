@@ -9,8 +9,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from dspy_memory.reports import AuditReport
 from dspy_memory.store.backend import Backend
-from dspy_memory.types import AuditReport
 from dspy_memory.util.timeutil import now_db
 
 # A fact that is believed and true now.

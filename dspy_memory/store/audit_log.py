@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dspy_memory.errors import InvalidInputError
+from dspy_memory.reports import AuditEntry
 from dspy_memory.store.backend import Connections
-from dspy_memory.types import AuditEntry, Scope
+from dspy_memory.types import Scope
 from dspy_memory.util.timeutil import now_db
 
 GENESIS = "0" * 64  # the prev_hash of the first entry

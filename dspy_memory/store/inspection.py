@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from dspy_memory.reports import AuditReport
 from dspy_memory.store.audit import audit
 from dspy_memory.store.backend import Backend, Connections
-from dspy_memory.types import AuditReport
 
 
 class Inspection:
