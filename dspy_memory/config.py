@@ -265,6 +265,23 @@ class MemoryConfig(BaseModel):
     # delete by id need the owning scope (or all_scopes=True). "wildcard": omitted ids match
     # any value, as in 0.1 (single-tenant use only).
     scope_mode: Literal["strict", "wildcard"] = "strict"
+    # Secret redaction (docs/governance.md#secret-redaction): True, or a list of kinds
+    # ("aws_key", "github_token", "url_password", "card_number", "private_key", ...), replaces
+    # each secret found with [REDACTED:<kind>] before anything is stored, episodes included.
+    # Tokens and keys need the `redact` extra (detect-secrets).
+    redact: bool | list[str] = False
+
+    @field_validator("redact")
+    @classmethod
+    def _redact_kinds(cls, value: bool | list[str]) -> bool | list[str]:
+        from dspy_memory.governance.redact import kinds_from
+
+        try:
+            kinds_from(value)
+        except Exception as exc:  # a ValueError is what pydantic reports as a validation error
+            raise ValueError(str(exc)) from None
+        return value
+
     # Count recalls (access_count, last_accessed_at) on every search; the forgetting curve uses it.
     # Best effort: when the file is busy, counts wait for a later write instead of failing a read.
     track_access: bool = True

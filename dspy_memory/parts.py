@@ -13,6 +13,7 @@ from dspy_memory.agent.profile import Profiles
 from dspy_memory.config import MemoryConfig
 from dspy_memory.embed import Embedder, choose_embedder, make_embedder, reopen_advice
 from dspy_memory.errors import EmbedderMismatchError
+from dspy_memory.governance.redact import redactor_for
 from dspy_memory.lifecycle.curve import Forgetting
 from dspy_memory.lifecycle.maintain import Maintainer
 from dspy_memory.read.retrieval import Retriever
@@ -111,6 +112,7 @@ def build_parts(
         logger.info("compiled programs in use: %s", programs_in_use or "none found")
     if lm is None and config.lm:
         lm = make_lm(config.lm, config.lm_api_base, num_ctx=config.lm_num_ctx)
+    redact = redactor_for(config.redact)  # before opening: a missing detector fails first
     store, chosen = open_store(config, embedder)
     lifecycle = config.lifecycle
     retriever = Retriever(
@@ -121,7 +123,7 @@ def build_parts(
         forgetting=Forgetting(base_days=lifecycle.base_days, importance_boost=lifecycle.importance_boost),
         recalls_per_search=lifecycle.recalls_per_search,
     )
-    writer = Writer(store, chosen, retriever, config.write, program=write_program)
+    writer = Writer(store, chosen, retriever, config.write, program=write_program, redact=redact)
     maintainer = Maintainer(
         store,
         chosen,
@@ -144,7 +146,7 @@ def build_parts(
         writer=writer,
         background=background,
         maintainer=maintainer,
-        blocks=CoreMemory(store, scope_mode=config.scope_mode),
+        blocks=CoreMemory(store, scope_mode=config.scope_mode, redact=redact),
         profiles=Profiles(store, profile_schema),
         programs_in_use=programs_in_use,
         reading_programs=reading_programs,

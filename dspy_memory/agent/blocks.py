@@ -10,6 +10,7 @@ from typing import Any
 from typing_extensions import Unpack
 
 from dspy_memory.errors import BlockError, InvalidInputError
+from dspy_memory.governance.redact import NO_REDACTION, Redactor
 from dspy_memory.scopes import ScopeArgs, ScopeRules
 from dspy_memory.store import Store
 from dspy_memory.types import Block, BlockVersion, Scope
@@ -35,8 +36,9 @@ def _optional_text(**values: Any) -> None:
 class CoreMemory:
     """`memory.blocks`: create, read and edit core-memory blocks of a scope."""
 
-    def __init__(self, store: Store, *, scope_mode: str = "strict") -> None:
+    def __init__(self, store: Store, *, scope_mode: str = "strict", redact: Redactor = NO_REDACTION) -> None:
         self._store = store
+        self._redact = redact  # secrets never reach a block (docs/governance.md#secret-redaction)
         self._scopes = ScopeRules(scope_mode)  # `list` without user_id: every user in wildcard mode
 
     def set(
@@ -63,15 +65,16 @@ class CoreMemory:
             )
         if read_only is not None and not isinstance(read_only, bool):
             raise InvalidInputError(f"read_only must be True, False or None, got {shown(read_only)}")
+        redact = self._redact.optional
         return self._store.blocks.write(
             _label(label),
             self._scopes.exact("blocks.set", scope),
-            value=value,
+            value=redact(value),
             char_limit=char_limit,
             read_only=read_only,
-            description=description,
+            description=redact(description),
             actor="developer",
-            reason=reason,
+            reason=redact(reason),
             enforce_read_only=False,
         )
 
@@ -104,6 +107,7 @@ class CoreMemory:
         if not isinstance(text, str) or not text.strip():
             raise BlockError("nothing to append: text is empty")
         value = f"{block.value}\n{text.strip()}" if block.value else text.strip()
+        value, reason = self._redact.text(value), self._redact.optional(reason)
         return self._store.blocks.write(label, where, value=value, actor=actor, reason=reason)
 
     def replace(
@@ -125,8 +129,9 @@ class CoreMemory:
             raise BlockError(f"the text to replace is not in block {label!r}; copy it exactly from the block")
         if not isinstance(new, str):
             raise BlockError("the replacement must be a string (empty to delete the text)")
+        value = self._redact.text(block.value.replace(old, new, 1))
         return self._store.blocks.write(
-            label, where, value=block.value.replace(old, new, 1), actor=actor, reason=reason
+            label, where, value=value, actor=actor, reason=self._redact.optional(reason)
         )
 
     def history(

@@ -13,6 +13,7 @@ from typing import Any
 
 from dspy_memory.config import WriteConfig
 from dspy_memory.errors import WriteConflictError, WriteProgramError
+from dspy_memory.governance.redact import LM_TEXT_FIELDS, NO_REDACTION, Redactor
 from dspy_memory.ops import FACT_KINDS, Rejection
 from dspy_memory.read.retrieval import Retriever
 from dspy_memory.store import Store, TimeView
@@ -49,8 +50,10 @@ class LMWriter:
         applier: PlanApplier,
         claims: Claimant,
         turns: TurnWriter,
+        redact: Redactor = NO_REDACTION,
     ) -> None:
         self.store = store
+        self.redact = redact
         self.retriever = retriever
         self.config = config
         self._programs = program  # a module for every LM, or WritePrograms; see `programs`
@@ -226,6 +229,8 @@ class LMWriter:
         scope: Scope,
     ) -> tuple[Plan, list[str]]:
         """The validated plan, and the episodes that ask to forget something."""
+        # What the LM wrote is redacted too: it may rebuild a secret it saw elsewhere.
+        ops = [self.redact.fields(op, LM_TEXT_FIELDS) for op in ops]
         hashes = [content_hash(op.content) for op in ops if getattr(op, "content", None)]
         requests = forget_requests(spoken, self._forget)
         deletable = deletable_aliases(requests, candidates, self._forget)

@@ -4,17 +4,21 @@ checks of the facade's other arguments (metadata, ids, counts). A refused argume
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.types import EPISODE_SOURCES, INT64_MAX, INT64_MIN, Episode, Scope
 from dspy_memory.util.text import shown, valid_text
 from dspy_memory.util.timeutil import TimeLike, to_datetime, utcnow
+
+if TYPE_CHECKING:
+    from dspy_memory.governance.redact import Redactor
 
 MAX_JSON_DEPTH = 64
 
@@ -174,12 +178,17 @@ def episodes_from_input(
     at: TimeLike | None = None,
     infer: bool = False,
     status: str = "pending",
+    redact: Redactor | None = None,
 ) -> list[Episode]:
     """The episodes to persist for what `Memory.add` got: one per message, in the scope, with
     `metadata` under each message's own, said at the message's "at", else `at`, else now.
-    Raises InvalidInputError before anything exists when any part is refused."""
+    Raises InvalidInputError before anything exists when any part is refused. With `redact`,
+    secrets in contents and metadata values are replaced before anything is stored."""
     metadata = check_metadata(metadata)
     drafts = drafts_from_input(messages)
+    if redact:
+        metadata = redact.json(metadata)
+        drafts = [_redacted(draft, redact) for draft in drafts]
     default_time = to_datetime(at, name="at") if at is not None else utcnow()
     ingested = utcnow()
     return [
@@ -200,6 +209,15 @@ def episodes_from_input(
         )
         for draft in drafts
     ]
+
+
+def _redacted(draft: Draft, redact: Redactor) -> Draft:
+    if draft.source == "json":  # redact the values, so the text stays the JSON it was
+        value = redact.json(json.loads(draft.content))
+        content = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    else:
+        content = redact.text(draft.content)
+    return dataclasses.replace(draft, content=content, metadata=redact.json(draft.metadata))
 
 
 def turn_text(episode: Episode) -> str:

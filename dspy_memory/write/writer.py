@@ -18,6 +18,7 @@ from typing import Any
 from dspy_memory.config import WriteConfig
 from dspy_memory.embed import Embedder, forget_cached_content
 from dspy_memory.errors import InvalidInputError, MemoryNotFoundError
+from dspy_memory.governance.redact import NO_REDACTION, Redactor
 from dspy_memory.read.retrieval import Retriever
 from dspy_memory.store import Store
 from dspy_memory.types import AddResult, DeleteResult, Episode, MemoryRecord, Scope
@@ -34,9 +35,16 @@ logger = logging.getLogger("dspy_memory")
 
 class Writer:
     def __init__(
-        self, store: Store, embedder: Embedder, retriever: Retriever, config: WriteConfig, program: Any = None
+        self,
+        store: Store,
+        embedder: Embedder,
+        retriever: Retriever,
+        config: WriteConfig,
+        program: Any = None,
+        redact: Redactor = NO_REDACTION,
     ) -> None:
         self.store = store
+        self.redact = redact  # secrets out of everything written (docs/governance.md)
         self.embedder = embedder
         self.config = config
         self.claims = Claimant(store.episodes, lease_seconds=config.claim_lease_seconds)
@@ -49,6 +57,7 @@ class Writer:
             applier=PlanApplier(store, embedder, confirm_strength=config.confirm_strength),
             claims=self.claims,
             turns=self.turns,
+            redact=redact,
         )
 
     @property
@@ -74,7 +83,9 @@ class Writer:
     ) -> list[Episode]:
         """Write the input as episodes, in their own transaction, before any processing
         (status "done" keeps them in the log only, with no memories to make)."""
-        episodes = episodes_from_input(messages, scope, metadata=metadata, at=at, infer=infer, status=status)
+        episodes = episodes_from_input(
+            messages, scope, metadata=metadata, at=at, infer=infer, status=status, redact=self.redact
+        )
         self.store.episodes.insert(episodes, claim=self.claims.claim() if status != "done" else None)
         return episodes
 
@@ -179,6 +190,7 @@ class Writer:
             raise InvalidInputError("update() needs the new content as a non-empty string")
         if reason is not None:
             valid_text(reason, "reason")
+        content, reason = self.redact.text(content), self.redact.optional(reason)
         current = self.store.get_memory(memory_id, scope=scope)
         if current is None or current.status == "expired":
             raise MemoryNotFoundError(f"no current memory with id {memory_id!r}")
