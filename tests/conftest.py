@@ -51,11 +51,16 @@ def _runs_on_sqlcipher(item) -> bool:
 
 def pytest_collection_modifyitems(config, items):
     """In the sqlcipher3 process only the tests on encrypted files run; elsewhere they are left
-    to that process."""
+    to that process (skipped, saying so)."""
     if CIPHER_PROCESS:
         kept = [item for item in items if _runs_on_sqlcipher(item)]
         config.hook.pytest_deselected(items=[item for item in items if not _runs_on_sqlcipher(item)])
         items[:] = kept
+        return
+    elsewhere = pytest.mark.skip(reason="runs in the sqlcipher3 process (tests/test_cipher_process.py)")
+    for item in items:
+        if item.get_closest_marker("cipher_process") is not None:
+            item.add_marker(elsewhere)
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ restore"; the plaintext cases are in tests/test_backup.py)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -19,15 +18,7 @@ from .leakscan import markers
 from .test_backup import hits
 
 pytest.importorskip("sqlcipher3", reason="the encryption extra is not installed")
-# sqlite-vec lives in one SQLite library per process: these run in the sqlcipher3 process
-# (tests/test_cipher_process.py), and are skipped in any other.
-pytestmark = [
-    pytest.mark.cipher_process,
-    pytest.mark.skipif(
-        os.environ.get("DSPY_MEMORY_SQLITE_DRIVER") != "sqlcipher3",
-        reason="runs in the sqlcipher3 process (tests/test_cipher_process.py)",
-    ),
-]
+pytestmark = pytest.mark.cipher_process  # runs in the sqlcipher3 process (tests/conftest.py)
 
 
 KEY, OTHER_KEY = "backup test passphrase", "another passphrase for rekey"

@@ -5,18 +5,11 @@ opens its files through sqlcipher3, so it runs in the sqlcipher3 process
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 pytest.importorskip("sqlcipher3", reason="the encryption extra is not installed")
-pytestmark = [
-    pytest.mark.cipher_process,
-    pytest.mark.skipif(
-        os.environ.get("DSPY_MEMORY_SQLITE_DRIVER") != "sqlcipher3",
-        reason="runs in the sqlcipher3 process (tests/test_cipher_process.py)",
-    ),
-]
+pytestmark = pytest.mark.cipher_process  # runs in the sqlcipher3 process (tests/conftest.py)
 
 
 def test_bench_governance_runs_at_a_tiny_size(tmp_path, capsys):

@@ -14,15 +14,7 @@ import threading
 import pytest
 
 pytest.importorskip("sqlcipher3", reason="the encryption extra is not installed")
-# sqlite-vec lives in one SQLite library per process: these run in the sqlcipher3 process
-# (tests/test_cipher_process.py), and are skipped in any other.
-pytestmark = [
-    pytest.mark.cipher_process,
-    pytest.mark.skipif(
-        os.environ.get("DSPY_MEMORY_SQLITE_DRIVER") != "sqlcipher3",
-        reason="runs in the sqlcipher3 process (tests/test_cipher_process.py)",
-    ),
-]
+pytestmark = pytest.mark.cipher_process  # runs in the sqlcipher3 process (tests/conftest.py)
 
 from dspy_memory import Memory, MemoryConfig  # noqa: E402
 from dspy_memory.embed import HashEmbedder  # noqa: E402

@@ -4,18 +4,10 @@ lives in one SQLite library per process, so they run in the sqlcipher3 process
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 pytest.importorskip("sqlcipher3", reason="the encryption extra is not installed")
-pytestmark = [
-    pytest.mark.cipher_process,
-    pytest.mark.skipif(
-        os.environ.get("DSPY_MEMORY_SQLITE_DRIVER") != "sqlcipher3",
-        reason="runs in the sqlcipher3 process (tests/test_cipher_process.py)",
-    ),
-]
+pytestmark = pytest.mark.cipher_process  # runs in the sqlcipher3 process (tests/conftest.py)
 
 
 def test_the_encrypted_file_snippets_run_and_leave_no_plaintext(tmp_path, monkeypatch, minilm):

@@ -69,8 +69,9 @@ def _load_sqlite_vec(conn: Any) -> None:
         conn.enable_load_extension(False)
 
 
-def _probe(module_name: str, *, cipher: bool = False) -> tuple[ModuleType | None, str]:
-    """Return (module, "") if the driver is usable, else (None, why not)."""
+def _probe(module_name: str, *, cipher: bool = False, load_vec: bool = True) -> tuple[ModuleType | None, str]:
+    """Return (module, "") if the driver is usable, else (None, why not). load_vec=False checks
+    all but sqlite-vec (not to be loaded into a second library of the process)."""
     try:
         module = importlib.import_module(module_name)
     except ImportError:
@@ -86,8 +87,9 @@ def _probe(module_name: str, *, cipher: bool = False) -> tuple[ModuleType | None
         if cipher and cipher_version(conn) is None:
             return None, "this SQLite cannot encrypt (no SQLCipher)"
         try:
-            _load_sqlite_vec(conn)
-            conn.execute("SELECT vec_version()")
+            if load_vec:
+                _load_sqlite_vec(conn)
+                conn.execute("SELECT vec_version()")
         except Exception as exc:
             return None, f"could not load sqlite-vec ({exc})"
         try:
@@ -125,7 +127,7 @@ def resolve_driver(preferred: str | None = None, *, encrypted: bool = False) -> 
         for name in order:
             if in_use is not None and name != in_use.__name__:
                 # Probing loads sqlite-vec: tell why not instead, unless the driver is unfit anyway.
-                module, why = _probe_without_loading(name, cipher=encrypted)
+                module, why = _probe(name, cipher=encrypted, load_vec=False)
                 if module is not None:
                     raise _second_library_error(
                         in_use, name, "an encrypted file" if encrypted else f"{DRIVER_ENV}"
@@ -148,30 +150,6 @@ def resolve_driver(preferred: str | None = None, *, encrypted: bool = False) -> 
     )
 
 
-def _probe_without_loading(module_name: str, *, cipher: bool) -> tuple[ModuleType | None, str]:
-    """Whether a driver could serve, short of loading sqlite-vec into it."""
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError:
-        return None, "not installed"
-    try:
-        conn = module.connect(":memory:")
-    except Exception as exc:  # pragma: no cover - broken installs only
-        return None, f"cannot open a database ({exc})"
-    try:
-        if not hasattr(conn, "enable_load_extension"):
-            return None, "this build cannot load extensions"
-        if cipher and cipher_version(conn) is None:
-            return None, "this SQLite cannot encrypt (no SQLCipher)"
-        try:
-            conn.execute("CREATE VIRTUAL TABLE temp.fts5_probe USING fts5(x)")
-        except Exception:
-            return None, "this SQLite has no FTS5"
-        return module, ""
-    finally:
-        conn.close()
-
-
 def cipher_driver() -> tuple[ModuleType | None, str]:
     """SQLCipher's driver if it could open encrypted files here, else (None, why not). Unlike
     `resolve_driver(encrypted=True)` it never fails for the process's library: when another one
@@ -181,7 +159,7 @@ def cipher_driver() -> tuple[ModuleType | None, str]:
     name = CIPHER_DRIVER_MODULES[0]
     if in_use is not None and in_use.__name__ == name:
         return in_use, ""
-    return _probe_without_loading(name, cipher=True) if in_use is not None else _probe(name, cipher=True)
+    return _probe(name, cipher=True, load_vec=in_use is None)
 
 
 def open_connection(path: str, driver: ModuleType, *, busy_timeout_ms: int, key: str | None = None) -> Any:
