@@ -6,7 +6,13 @@ import logging
 from typing import Any
 
 from dspy_memory.store.sqlite.cipher import looks_encrypted, missing_key_error, raw_key
-from dspy_memory.store.sqlite.connection import Connections, checked_file_path, file_error, resolve_driver
+from dspy_memory.store.sqlite.connection import (
+    CIPHER_DRIVER_MODULES,
+    Connections,
+    checked_file_path,
+    file_error,
+    resolve_driver,
+)
 from dspy_memory.store.sqlite.freespace import zero_free_space
 from dspy_memory.store.sqlite.keywords import KeywordIndex
 from dspy_memory.store.sqlite.migrations import migrate
@@ -81,8 +87,9 @@ class SqliteBackend:
         with self.conns.transaction() as conn:
             pages = zero_free_space(conn)
         if pages is None:
-            # SQLCipher's builds have no sqlite_dbpage: expected there, so not a warning.
-            (logger.info if self.encrypted else logger.warning)(
+            # SQLCipher's builds have no sqlite_dbpage: expected there (for plain files too, when
+            # sqlcipher3 is the process's library), so not a warning.
+            (logger.info if self.driver.__name__ in CIPHER_DRIVER_MODULES else logger.warning)(
                 "this SQLite has no sqlite_dbpage table: VACUUM clears free space instead"
             )
             with self.conns.read() as conn:
