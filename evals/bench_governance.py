@@ -10,6 +10,7 @@ so both see the same machine:
 - single-message add latency (precomputed vectors: the write path without the model) and
   batched add throughput while loading;
 - search p50/p99 per recipe, warm, excluding the query embedding;
+- `delete()` of single memories (erasure with compaction);
 - `backup()` (FTS optimize + VACUUM INTO + verification + manifest) and `verify_file()`;
 - `export()` of the whole store with and without embeddings, and `import_()` of each into a
   fresh file (with embeddings: vectors kept; without: every memory re-embedded).
@@ -95,6 +96,22 @@ def searches(memories: dict[str, Memory], queries: list[str], recipe: str) -> di
     return {name: latency(values) for name, values in out.items()}
 
 
+def deletes(memories: dict[str, Memory], count: int) -> dict[str, dict[str, float]]:
+    """`delete()` of single memories, the files in turn: erasure and compaction (on SQLCipher's
+    build, which has no sqlite_dbpage, a VACUUM of the file)."""
+    victims = {
+        name: [r.id for r in memory.get_all(user_id="user-single", limit=count)]
+        for name, memory in memories.items()
+    }
+    out: dict[str, list[float]] = {name: [] for name in memories}
+    for index in range(count):
+        for name, memory in memories.items():
+            start = time.perf_counter()
+            memory.delete(victims[name][index], user_id="user-single")
+            out[name].append((time.perf_counter() - start) * 1000)
+    return {name: latency(values) for name, values in out.items()}
+
+
 def backups(memories: dict[str, Memory], folder: Path, repeats: int) -> dict[str, dict[str, float]]:
     """`backup()` of each file `repeats` times, then `verify_file()` of its last backup."""
     out = {}
@@ -154,6 +171,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             results["add_per_s"] = load(memories, texts, args.batch)
             results["single_add_ms"] = single_adds(memories, fresh)
             results["search_ms"] = {recipe: searches(memories, queries, recipe) for recipe in RECIPES}
+            results["delete_ms"] = deletes(memories, min(args.deletes, args.single_adds))
             results["backup"] = backups(memories, folder, args.repeats)
             results["exchange"] = exchange(memories["plain"], folder, embedder, args.repeats)
         finally:
@@ -178,6 +196,13 @@ def report(results: dict[str, Any]) -> str:
         rows.append(
             [f"search {recipe} excl. embedding (ms)", *(found[f]["p50"] for f in FILES), ratio(found)]
         )
+    rows.append(
+        [
+            "delete one memory (ms)",
+            *(results["delete_ms"][f]["p50"] for f in FILES),
+            ratio(results["delete_ms"]),
+        ]
+    )
     for what in ("backup_s", "verify_s"):
         found = results["backup"]
         rows.append(
@@ -238,6 +263,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--size", type=int, default=10_000, help="memories per file")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--single-adds", type=int, default=200, help="single-message adds per file")
+    parser.add_argument("--deletes", type=int, default=10, help="single-memory deletes per file")
     parser.add_argument("--batch", type=int, default=500, help="messages per add() when loading")
     parser.add_argument("--repeats", type=int, default=5, help="runs of each backup, export and import")
     parser.add_argument("--vectors", choices=("minilm", "test"), default="minilm")

@@ -23,5 +23,6 @@ def test_bench_governance_runs_at_a_tiny_size(tmp_path, capsys):
     saved = json.loads(out.read_text())
     assert saved["single_add_ms"]["encrypted"]["p50"] > 0 and saved["add_per_s"]["plain"] > 0
     assert all(saved["backup"][name]["backup_s"] > 0 for name in ("plain", "encrypted"))
+    assert saved["delete_ms"]["encrypted"]["p50"] > 0
     assert set(saved["exchange"]) == {"with embeddings", "without embeddings"} and plot.exists()
     assert "encrypted / plain" in capsys.readouterr().out
