@@ -219,3 +219,31 @@ def test_hostile_inputs_stay_fast_and_are_redacted(redacting):
     huge = "Ada likes tea. " * 60_000 + with_secret("github_token")[1]
     [episode] = redacting.add(huge, user_id="ada", infer=False).episodes
     assert episode.content.endswith("Use [REDACTED:github_token] for the repo.")
+
+
+def test_an_import_into_a_redacting_store_redacts_the_file_text(tmp_path):
+    """Importing persists too: a file exported before redaction was on (or from another store)
+    goes through the store's redactor like any add: no secret reaches the file, and the vector
+    of a memory whose text changed is computed here (the file's encodes the secret)."""
+    token = SECRETS["github_token"][0]
+    card = SECRETS["card_number"][0]
+    with Memory(str(tmp_path / "open.db"), embedder=HashEmbedder(64)) as source:
+        source.add([f"Use {token} for the repo.", "Ada likes tea."], user_id="ada", metadata={"note": card})
+        source.blocks.set("human", f"Ada's card: {card}", user_id="ada")
+        exported = tmp_path / "ada.jsonl"
+        source.export(str(exported), user_id="ada", include_embeddings=True)
+    assert token in exported.read_text()  # the scan below could find it
+    target = tmp_path / "redacting.db"
+    with Memory(str(target), embedder=HashEmbedder(64), redact=True) as memory:
+        with pytest.raises(Exception, match="redaction changed"):
+            memory.import_(str(exported), reembed="never")
+        report = memory.import_(str(exported))
+        assert report.new["memory"] == 2 and report.reembedded == 1  # the tea is taken from the file
+        contents = sorted(record.content for record in memory.get_all(user_id="ada"))
+        assert contents == ["Ada likes tea.", "Use [REDACTED:github_token] for the repo."]
+        assert memory.search("repo", user_id="ada")[0].content.startswith("Use [REDACTED")
+        assert "[REDACTED:card_number]" in memory.blocks.get("human", user_id="ada").value
+        assert memory.check().ok
+        again = memory.import_(str(exported))
+        assert not again.changed and again.present["memory"] == 2  # idempotent, redacted alike
+    assert leaks(str(target), [token, card.replace(" ", ""), card]) == []

@@ -18,9 +18,11 @@ import numpy as np
 import dspy_memory
 from dspy_memory.governance import exchange_format as fmt
 from dspy_memory.governance.exchange_format import ExportFileError
+from dspy_memory.governance.redact import NO_REDACTION, Redactor
 from dspy_memory.store import exchange as sql
 from dspy_memory.store.exchange_import import import_rows
 from dspy_memory.types import Scope
+from dspy_memory.util.text import content_hash, normalize_name
 from dspy_memory.util.timeutil import now_db
 
 REEMBED = ("auto", "always", "never")
@@ -83,12 +85,16 @@ def export_scope(
     return ExportReport(written.path, written.sha256, written.counts, written.bytes, embeddings)
 
 
-def import_file(memory: Any, path: str | os.PathLike[str], *, reembed: str = "auto") -> ImportReport:
-    """Check the file whole, then write what the store lacks in one transaction."""
+def import_file(
+    memory: Any, path: str | os.PathLike[str], *, reembed: str = "auto", redact: Redactor = NO_REDACTION
+) -> ImportReport:
+    """Check the file whole, then write what the store lacks in one transaction. With `redact`
+    (the store's MemoryConfig.redact) secrets in the file's text are replaced as on any add."""
     if reembed not in REEMBED:
         raise ValueError(f"reembed must be one of {', '.join(REEMBED)}, not {reembed!r}")
     header, records, digest = fmt.read(path)
     _check_references(os.fspath(path), records)
+    redacted = _redact(records, redact)
     rows = {kind: [fmt.to_row(record) for record in found] for kind, found in records.items()}
     keys = [(row["id"], row["version"]) for row in rows["memory"]]
     held = sql.held_memory_versions(memory.store, keys)
@@ -107,28 +113,30 @@ def import_file(memory: Any, path: str | os.PathLike[str], *, reembed: str = "au
         )
     same = header.embedder is not None and (header.embedder.name, header.embedder.dim) == (name, dim)
     usable = same and all(key in from_file for key in wanted)
-    if wanted and not usable and reembed == "never":
+    # A vector of text that held a secret encodes the secret: computed here from the redacted text.
+    compute = [key for key in wanted if reembed == "always" or not usable or key in redacted]
+    if compute and reembed == "never":
         why = (
             "holds no vectors"
             if not from_file
             else f"was embedded with {header.embedder.name!r} ({header.embedder.dim} dimensions)"
             if header.embedder and not same
             else "lacks vectors of some memories"
+            if not usable
+            else f"holds {len(redacted)} memory versions whose text redaction changed"
         )
         raise ExportFileError(
             f"{os.fspath(path)} {why} and this store embeds with {name!r} ({dim} dimensions); "
             "import with reembed='auto' or 'always' to compute them here; nothing was imported"
         )
-    vectors: dict[tuple[str, int], np.ndarray] = {}
-    if wanted and (reembed == "always" or not usable):
-        by_key = {row_key(row): row["content"] for row in rows["memory"]}
-        texts = sorted({by_key[key] for key in wanted})
-        embedded = dict(zip(texts, memory.embedder.embed(texts))) if texts else {}
-        vectors = {key: embedded[by_key[key]] for key in wanted}
-        reembedded = len(wanted)
-    else:
-        vectors = {key: from_file[key] for key in wanted}
-        reembedded = 0
+    by_key = {row_key(row): row["content"] for row in rows["memory"]}
+    texts = sorted({by_key[key] for key in compute})
+    embedded = dict(zip(texts, memory.embedder.embed(texts))) if texts else {}
+    computed = set(compute)
+    vectors: dict[tuple[str, int], np.ndarray] = {
+        key: embedded[by_key[key]] if key in computed else from_file[key] for key in wanted
+    }
+    reembedded = len(compute)
     with memory.store.transaction():  # the receipt commits with the rows, or neither
         counts = import_rows(memory.store, rows, vectors)
         memory.store.audit_log.receipt(
@@ -150,6 +158,45 @@ def import_file(memory: Any, path: str | os.PathLike[str], *, reembed: str = "au
         reembedded,
         name,
     )
+
+
+# What a person or an LM wrote, per record type: redacted on import as add() and the write path
+# redact it (docs/governance.md, "Secret redaction"); JSON values (metadata) string by string.
+_TEXT = {
+    "episode": ("content",),
+    "memory": ("content",),
+    "memory_event": ("old_content", "new_content", "reason"),
+    "entity": ("name", "summary"),
+    "block": ("value", "description"),
+    "block_version": ("value", "reason"),
+}
+_JSON = {
+    "episode": ("metadata",),
+    "memory": ("metadata",),
+    "memory_event": ("metadata",),
+    "entity": ("metadata",),
+}
+
+
+def _redact(records: dict[str, list[dict[str, Any]]], redact: Redactor) -> set[tuple[str, int]]:
+    """Redact the records' text in place, keeping the derived columns true to it (a memory's
+    content hash, an entity's normalized name); the memory versions whose content changed."""
+    changed: set[tuple[str, int]] = set()
+    if not redact:
+        return changed
+    for kind, fields in _TEXT.items():
+        for record in records[kind]:
+            before = {name: record.get(name) for name in fields}
+            for name in fields:
+                record[name] = redact.optional(record.get(name))
+            for name in _JSON.get(kind, ()):
+                record[name] = redact.json(record[name])
+            if kind == "memory" and record["content"] != before["content"]:
+                record["content_hash"] = content_hash(record["content"])
+                changed.add((record["id"], record["version"]))
+            if kind == "entity" and record["name"] != before["name"]:
+                record["normalized_name"] = normalize_name(record["name"])
+    return changed
 
 
 def row_key(row: dict[str, Any]) -> tuple[str, int]:

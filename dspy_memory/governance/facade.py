@@ -22,6 +22,7 @@ class GovernanceMethods:
     store: Any
     config: Any
     embedder: Any
+    _writer: Any
 
     def _first_use(self) -> None: ...
     def _scope(self, method: str, args: dict[str, Any], *, exact: bool = False) -> Any: ...
@@ -169,15 +170,15 @@ class GovernanceMethods:
         failure leaves nothing behind; importing again changes nothing. A row held here with the
         same id but other content is refused (ImportConflictError). reembed: "auto" computes
         vectors with this store's embedder when the file has none or another embedder's, "always",
-        or "never" (refuses when they would be needed). Returns an ImportReport (new and already
-        present records per type)."""
+        or "never" (refuses when they would be needed). With MemoryConfig.redact the file's text
+        is redacted as any add's. Returns an ImportReport (new and already present records per type)."""
         from dspy_memory.governance.exchange import REEMBED, import_file
 
         if reembed not in REEMBED:
             raise InvalidInputError(f"reembed must be one of {', '.join(REEMBED)}, not {reembed!r}")
         self._first_use()
         self.store.check_open()
-        return import_file(self, _path(path, "import_"), reembed=reembed)
+        return import_file(self, _path(path, "import_"), reembed=reembed, redact=self._writer.redact)
 
 
 def _path(path: Any, method: str) -> str:
