@@ -11,9 +11,9 @@ def note(writer: int, i: int) -> str:
 
 
 def add_notes(path: str, writer: int, count: int, barrier, stop=None) -> None:
-    """Raw memories, one commit each, in order, until `count` or until `stop` is set, and at
-    least 20 more after the backup started (`stop` set): a consistent copy of the file holds a
-    prefix 0..k-1 of each writer's notes, and the file more than the copy."""
+    """Raw memories, one commit each, in order, until `count`, or until `stop` is set (once the
+    backup is done) and 3 more after it: a consistent copy of the file holds a prefix 0..k-1 of
+    each writer's notes, and the file more than the copy."""
     memory = Memory(path, embedder=HashEmbedder(64), busy_timeout_ms=60_000)
     barrier.wait()
     after_stop = 0
@@ -21,6 +21,6 @@ def add_notes(path: str, writer: int, count: int, barrier, stop=None) -> None:
         memory.add(note(writer, i), user_id=f"writer{writer}", infer=False)
         if stop is not None and stop.is_set():
             after_stop += 1
-            if after_stop >= 20:
+            if after_stop >= 3:
                 break
     memory.close()

@@ -112,14 +112,14 @@ def min_per_writer(path):
 
 
 def test_backup_taken_while_two_processes_write_is_consistent(tmp_path):
-    # The writers go on until the backup has started and 20 more of theirs committed, however
-    # slow the machine: the copy is always taken while both write.
+    # The writers go on until the backup is done, and commit after it, however slow the machine:
+    # the copy is always taken while both write.
     path, notes = str(tmp_path / "busy.db"), 100_000
     open_memory(path).close()
     ctx = multiprocessing.get_context("spawn")
-    barrier, backup_started = ctx.Barrier(3), ctx.Event()
+    barrier, backup_done = ctx.Barrier(3), ctx.Event()
     writers = [
-        ctx.Process(target=backup_workers.add_notes, args=(path, w, notes, barrier, backup_started))
+        ctx.Process(target=backup_workers.add_notes, args=(path, w, notes, barrier, backup_done))
         for w in range(2)
     ]
     for process in writers:
@@ -130,9 +130,9 @@ def test_backup_taken_while_two_processes_write_is_consistent(tmp_path):
         while min_per_writer(path) < 20 and time.monotonic() < deadline:
             time.sleep(0.05)
         with open_memory(path) as memory:
-            backup_started.set()
             manifest = memory.backup(tmp_path / "busy.bak")
     finally:
+        backup_done.set()
         for process in writers:
             process.join(timeout=120)
     assert all(process.exitcode == 0 for process in writers)
