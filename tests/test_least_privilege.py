@@ -264,3 +264,16 @@ def test_a_scoped_handle_cannot_widen_its_scope(two_users):
         ada.update(bob_id, "Bob lives in Paris.")
     ada.delete_scope()
     assert memory.get_all(user_id="ada") == [] and len(memory.get_all(user_id="bob")) == 1
+
+
+def test_a_scoped_handle_exports_and_audits_its_own_scope_only(memory, tmp_path):
+    memory.add("Ada likes tea.", user_id="ada")
+    memory.add("Bob likes chess.", user_id="bob")
+    ada = memory.scoped(user_id="ada")
+    report = ada.export(str(tmp_path / "ada.jsonl"))
+    assert report.counts["memory"] == 1 and "Bob" not in (tmp_path / "ada.jsonl").read_text()
+    assert [entry.operation for entry in ada.audit(limit=3)] == ["export", "add", "add_episodes"]
+    with pytest.raises(ScopeError, match="all_scopes"):
+        ada.export(str(tmp_path / "all.jsonl"), all_scopes=True)
+    with pytest.raises(ScopeError, match="bob"):
+        ada.audit(user_id="bob")

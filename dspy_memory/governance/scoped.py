@@ -121,6 +121,9 @@ class ScopedMemory(_Bound):
     tools = _through(Memory.tools)
     maintain = _through(Memory.maintain)
     pin = _through(Memory.pin)
+    # governance: the scope's records (a GDPR access request) and its audit entries
+    export = _through(Memory.export)
+    audit = _through(Memory.audit)
 
     def scoped(self, **scope: Unpack[ScopeArgs]) -> ScopedMemory:
         """A narrower handle (e.g. one agent_id of this user); refused if it would reach further."""
