@@ -306,3 +306,15 @@ def test_a_garbled_head_is_reported_not_a_crash(memory, db_path):
         raw.execute("UPDATE meta SET value = 'garbage' WHERE key = 'audit_head'")
     report = memory.verify_audit()
     assert [(p.id, p.kind) for p in report.problems] == [(2, "head")]
+
+
+def test_commands_act_as_the_login_running_them(db_path, monkeypatch, capsys):
+    import getpass
+
+    monkeypatch.delenv("DSPY_MEMORY_ACTOR", raising=False)
+    assert main(["add", "Ada likes tea.", "--db", db_path, "--user", "ada", "--embedder", "test"]) == 0
+    monkeypatch.setenv("DSPY_MEMORY_ACTOR", "ops-oncall")
+    assert main(["delete-scope", "--db", db_path, "--user", "ada"]) == 0
+    with Memory(db_path, embedder="test") as memory:
+        actors = {entry.operation: entry.actor for entry in memory.audit(user_id="ada")}
+    assert actors["add"] == f"cli:{getpass.getuser()}" and actors["erase_scope"] == "ops-oncall"

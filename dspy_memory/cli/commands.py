@@ -35,7 +35,19 @@ def make_cli_lm(args: argparse.Namespace) -> Any:
 def open_memory(args: argparse.Namespace, *, lm: Any = None, **settings: Any) -> Any:
     from dspy_memory.memory import Memory
 
+    settings.setdefault("actor", cli_actor())
     return Memory(args.db, embedder=args.embedder, lm=lm, **settings)
+
+
+def cli_actor() -> str:
+    """Who the audit log names for a command: $DSPY_MEMORY_ACTOR, else the login running it."""
+    import getpass
+
+    try:
+        login = getpass.getuser()
+    except Exception:  # no login name (a container's numeric user): the process id is logged anyway
+        login = "unknown"
+    return os.environ.get("DSPY_MEMORY_ACTOR") or f"cli:{login}"
 
 
 def scope_of(args: argparse.Namespace) -> dict[str, str | None]:
