@@ -318,3 +318,17 @@ def test_commands_act_as_the_login_running_them(db_path, monkeypatch, capsys):
     with Memory(db_path, embedder="test") as memory:
         actors = {entry.operation: entry.actor for entry in memory.audit(user_id="ada")}
     assert actors["add"] == f"cli:{getpass.getuser()}" and actors["erase_scope"] == "ops-oncall"
+
+
+def test_file_commands_receipts_name_the_login_too(tmp_path, monkeypatch):
+    monkeypatch.setenv("DSPY_MEMORY_ACTOR", "ops-oncall")
+    db = str(tmp_path / "m.db")
+    with Memory(db, embedder=HashEmbedder(64)) as memory:
+        memory.add("Ada likes tea.", user_id="ada")
+    assert main(["backup", "--db", db, str(tmp_path / "m.bak")]) == 0
+    assert main(["restore-backup", str(tmp_path / "m.bak"), "--db", str(tmp_path / "r.db")]) == 0
+    actors = {}
+    for path in (db, str(tmp_path / "r.db")):  # the backup's receipt is in its source
+        with Memory(path, embedder=HashEmbedder(64)) as memory:
+            actors |= {entry.operation: entry.actor for entry in memory.audit(limit=5)}
+    assert actors["backup"] == actors["restore"] == "ops-oncall"

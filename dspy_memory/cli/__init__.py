@@ -44,10 +44,13 @@ def as_flags(message: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from dspy_memory.cli.commands import cli_actor
     from dspy_memory.errors import DSPyMemoryError
+    from dspy_memory.store.audit_log import acting_as
 
     try:
-        return args.func(args)
+        with acting_as(cli_actor()):  # who the audit log names for what the command changes
+            return args.func(args)
     except KeyboardInterrupt:
         print(f"\ndspy-memory {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -35,7 +35,6 @@ def make_cli_lm(args: argparse.Namespace) -> Any:
 def open_memory(args: argparse.Namespace, *, lm: Any = None, **settings: Any) -> Any:
     from dspy_memory.memory import Memory
 
-    settings.setdefault("actor", cli_actor())
     return Memory(args.db, embedder=args.embedder, lm=lm, **settings)
 
 
