@@ -17,6 +17,18 @@ def test_time_travel_example_with_the_test_embedder(capsys):
     assert "UPDATE" in capsys.readouterr().out
 
 
+def test_gdpr_request_example_exports_then_erases_with_a_receipt(capsys):
+    module = runpy.run_path(str(ROOT / "examples" / "gdpr_request.py"))
+    result = module["main"]("test")
+    assert result["export_counts"]["memory"] == 2 and result["left_for_ada"] == []
+    receipt = result["receipt"]
+    assert receipt.request_id == "DSR-2024-017" and receipt.actor == "privacy-desk"
+    assert receipt.counts["memories"] == 2 and result["chain_ok"]
+    assert not result["porto_in_file"] and "chess" in result["bob"]  # Ada's gone, Bob's kept
+    assert "Porto" not in receipt.model_dump_json()
+    assert "audit chain intact: True" in capsys.readouterr().out
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("notebook", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.name)
 def test_notebooks_run(notebook, minilm, tmp_path, monkeypatch):
