@@ -277,3 +277,34 @@ def test_cli_migrate_prints_the_report_per_table(tmp_path, capsys):
         memory.add("Another store.", user_id="zed", infer=False)
     assert main(["migrate", "--from", source, "--to", str(tmp_path / "c.db")]) == 2
     assert "dspy-memory migrate: " in capsys.readouterr().err
+
+
+def test_an_encrypted_file_migrates_to_postgresql_with_the_key_in_the_environment(tmp_path, pg_url):
+    """$DSPY_MEMORY_ENCRYPTION_KEY opens the encrypted source; the PostgreSQL destination, which
+    dspy-memory does not encrypt (the server's job), opens as usual. Run in a child process: an
+    encrypted file needs sqlcipher3 as the process's SQLite library (this one's is sqlean)."""
+    pytest.importorskip("sqlcipher3", reason="the encryption extra is not installed")
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from dspy_memory import Memory\n"
+        "from dspy_memory.cli import main\n"
+        "from dspy_memory.embed import HashEmbedder\n"
+        "with Memory(sys.argv[1], embedder=HashEmbedder(64)) as memory:\n"
+        "    memory.add(['Ada moved to Porto.', 'Ada likes tea.'], user_id='ada')\n"
+        "sys.exit(main(['migrate', '--from', sys.argv[1], '--to', sys.argv[2]]))\n"
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith("DSPY_MEMORY_")}
+    env["DSPY_MEMORY_ENCRYPTION_KEY"] = "a migration passphrase"
+    url = pg_url()
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "secret.db"), url],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "secret.db").read_bytes()[:16] != b"SQLite format 3\x00"
+    with Memory(url, embedder=HashEmbedder(64)) as moved:
+        assert moved.search("where does Ada live", user_id="ada", k=1)[0].content == "Ada moved to Porto."

@@ -159,11 +159,12 @@ def open_backend(location: str | os.PathLike[str], **options: Any) -> Backend:
     $DSPY_MEMORY_ENCRYPTION_KEY) encrypts a SQLite file (store/sqlite/cipher.py)."""
     from dspy_memory.store.sqlite.cipher import given_key, postgres_key_error
 
-    encryption_key = given_key(options.get("encryption_key"))
     if is_postgres_url(location):
         from dspy_memory.store.postgres.backend import PostgresBackend
 
-        if encryption_key is not None:
+        # A key given for this store is refused; the environment's is for the process's SQLite
+        # files (e.g. the encrypted source of a `migrate` to PostgreSQL).
+        if options.get("encryption_key") not in (None, False):
             raise postgres_key_error()
 
         return PostgresBackend(
@@ -175,6 +176,7 @@ def open_backend(location: str | os.PathLike[str], **options: Any) -> Backend:
         )
     from dspy_memory.store.sqlite.backend import SqliteBackend
 
+    encryption_key = given_key(options.get("encryption_key"))
     return SqliteBackend(
         os.fspath(location),
         busy_timeout_ms=options.get("busy_timeout_ms", 10_000),

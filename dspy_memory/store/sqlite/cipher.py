@@ -142,7 +142,7 @@ def postgres_key_error() -> EncryptionUnavailableError:
     return EncryptionUnavailableError(
         "an encryption key was given for a PostgreSQL store: dspy-memory encrypts SQLite files "
         "only; on PostgreSQL encryption at rest is the server's job (an encrypted disk or "
-        f"volume, or the provider's storage encryption). Remove encryption_key (unset {KEY_ENV})."
+        "volume, or the provider's storage encryption). Remove encryption_key for this store."
     )
 
 
