@@ -15,7 +15,8 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,18 @@ def sha256_of(path: str | os.PathLike[str]) -> str:
 def temporary_next_to(path: str, purpose: str) -> str:
     """A new file name in `path`'s folder (the same filesystem, so os.replace is atomic)."""
     return f"{path}.{purpose}-{os.getpid()}-{time.monotonic_ns()}"
+
+
+@contextmanager
+def staged(path: str, purpose: str) -> Iterator[str]:
+    """A temporary file next to `path` for the block to write and move in; removed (with any
+    -wal/-shm) if the block fails, so a failed step leaves nothing behind."""
+    temporary = temporary_next_to(path, purpose)
+    try:
+        yield temporary
+    except BaseException:
+        remove_file(temporary)
+        raise
 
 
 def remove_file(path: str) -> None:
@@ -291,17 +304,13 @@ def backup(
         raise BackupError("this store is encrypted: give its encryption_key to check the (encrypted) backup")
     if store.backend.conns.in_transaction():
         raise BackupError("backup() cannot run inside a transaction: VACUUM INTO needs its own")
-    temporary = temporary_next_to(dest, "partial")
-    try:
+    with staged(dest, "partial") as temporary:
         with store.transaction() as conn:
             sqlite_copy.optimize_keywords(conn)
         with store.backend.conns.read() as conn:
             sqlite_copy.vacuum_into(conn, temporary)
         check = ensure_ok(verify_file(temporary, encryption_key=encryption_key, manifest=False), "the backup")
         os.replace(temporary, dest)
-    except BaseException:
-        remove_file(temporary)
-        raise
     from dspy_memory import __version__
 
     manifest = BackupManifest(
@@ -344,15 +353,11 @@ def write_receipt(
 
 
 def _write_manifest(manifest: BackupManifest, path: str) -> None:
-    temporary = temporary_next_to(path, "partial")
-    try:
+    with staged(path, "partial") as temporary:
         with open(temporary, "w", encoding="utf-8") as handle:
             json.dump(manifest.model_dump(mode="json"), handle, indent=2)
             handle.write("\n")
         os.replace(temporary, path)
-    except BaseException:
-        remove_file(temporary)
-        raise
 
 
 def restore(
@@ -369,17 +374,13 @@ def restore(
     if not folder.is_dir():
         raise MemoryFolderMissingError(f"cannot restore to {path!r}: folder {str(folder)!r} does not exist")
     source = ensure_ok(verify_file(src, encryption_key=encryption_key), "the backup")
-    temporary = temporary_next_to(path, "restoring")
-    try:
+    with staged(path, "restoring") as temporary:
         shutil.copyfile(src, temporary)
         copy = verify_file(temporary, encryption_key=encryption_key, manifest=False)
         if copy.ok and copy.sha256 != source.sha256:
             copy.problems.append("the copy's sha256 differs from the backup's: the copy was damaged")
         ensure_ok(copy, "the copy")
         replace_file(temporary, path, encryption_key=encryption_key)
-    except BaseException:
-        remove_file(temporary)
-        raise
     copy.path = path
     write_receipt(
         path, "restore", encryption_key=encryption_key, check=copy, details={"file": os.path.basename(src)}

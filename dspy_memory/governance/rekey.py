@@ -13,9 +13,8 @@ from dspy_memory.errors import BackupError, EncryptionKeyError
 from dspy_memory.governance.backup import (
     ensure_ok,
     file_in_use,
-    remove_file,
     replace_file,
-    temporary_next_to,
+    staged,
     verify_file,
     write_receipt,
 )
@@ -46,8 +45,7 @@ def change_key(path: str | os.PathLike[str], *, old_key: Any, new_key: Any) -> F
             f"{path} is open in another connection or process; close every Memory on it (and stop "
             "the service) first. Nothing was changed."
         )
-    temporary = temporary_next_to(path, "rekeying")
-    try:
+    with staged(path, "rekeying") as temporary:
         cipher.export_database(
             path,
             temporary,
@@ -62,9 +60,6 @@ def change_key(path: str | os.PathLike[str], *, old_key: Any, new_key: Any) -> F
             )
         ensure_ok(after, "the new copy")
         replace_file(temporary, path, encryption_key=old_key)
-    except BaseException:
-        remove_file(temporary)
-        raise
     after.path = path
     operation = "encrypt" if old_key is None else "decrypt" if new_key is None else "rekey"
     write_receipt(
