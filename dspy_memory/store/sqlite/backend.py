@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from dspy_memory.store.sqlite import copy as sqlite_copy
 from dspy_memory.store.sqlite.cipher import looks_encrypted, missing_key_error, raw_key
 from dspy_memory.store.sqlite.connection import (
     CIPHER_DRIVER_MODULES,
@@ -113,16 +114,10 @@ class SqliteBackend:
         AUTOINCREMENT table continues after the largest id ever inserted."""
 
     def integrity(self, conn: Any) -> list[str]:
-        return [row[0] for row in conn.execute("PRAGMA integrity_check").fetchall()]
+        return sqlite_copy.integrity(conn)
 
     def index_rows(self, conn: Any) -> dict[str, int]:
-        rows = {
-            "vectors": conn.execute("SELECT count(*) FROM memory_vectors").fetchone()[0],
-            "keyword_entries": conn.execute("SELECT count(*) FROM memories_fts").fetchone()[0],
-        }
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_vec'").fetchone():
-            rows["vector_index"] = conn.execute("SELECT count(*) FROM memory_vec").fetchone()[0]
-        return rows
+        return sqlite_copy.index_rows(conn)
 
     def open_error(self, exc: BaseException) -> Exception | None:
         return file_error(self.path, exc) if isinstance(exc, self.driver.DatabaseError) else None

@@ -59,7 +59,7 @@ def _second_library_error(in_use: ModuleType, wanted: str, why: str) -> Extensio
     )
 
 
-def _load_sqlite_vec(conn: Any) -> None:
+def load_sqlite_vec(conn: Any) -> None:
     import sqlite_vec
 
     conn.enable_load_extension(True)
@@ -88,7 +88,7 @@ def _probe(module_name: str, *, cipher: bool = False, load_vec: bool = True) -> 
             return None, "this SQLite cannot encrypt (no SQLCipher)"
         try:
             if load_vec:
-                _load_sqlite_vec(conn)
+                load_sqlite_vec(conn)
                 conn.execute("SELECT vec_version()")
         except Exception as exc:
             return None, f"could not load sqlite-vec ({exc})"
@@ -175,7 +175,7 @@ def open_connection(path: str, driver: ModuleType, *, busy_timeout_ms: int, key:
     conn.row_factory = driver.Row
     if key is not None:
         apply_key(conn, key, path)
-    _load_sqlite_vec(conn)
+    load_sqlite_vec(conn)
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     if path != ":memory:":
         conn.execute("PRAGMA journal_mode = WAL")

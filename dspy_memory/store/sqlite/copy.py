@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 from dspy_memory.store.checksums import TABLES
+from dspy_memory.store.sqlite.connection import load_sqlite_vec
 
 # Tables counted in a backup's manifest besides the logical ones of store/checksums.py.
 COUNTED = ("meta", "schema_migrations", *(table.name for table in TABLES))
@@ -38,18 +39,12 @@ def readonly_uri(path: str) -> str:
 def open_readonly(path: str, driver: Any, apply_key: Any = None) -> Any:
     """A read-only connection with sqlite-vec loaded; `apply_key(conn)`, when given, runs first
     (an encrypted file is unreadable until its key is set)."""
-    import sqlite_vec
-
     conn = driver.connect(readonly_uri(path), isolation_level=None, check_same_thread=False, uri=True)
     try:
         conn.row_factory = driver.Row
         if apply_key is not None:
             apply_key(conn)
-        conn.enable_load_extension(True)
-        try:
-            sqlite_vec.load(conn)
-        finally:
-            conn.enable_load_extension(False)
+        load_sqlite_vec(conn)
     except BaseException:
         conn.close()
         raise
@@ -60,15 +55,32 @@ def _has_table(conn: Any, name: str) -> bool:
     return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None
 
 
+def integrity(conn: Any) -> list[str]:
+    """The lines of SQLite's integrity check ("ok" alone when the file is sound)."""
+    return [row[0] for row in conn.execute("PRAGMA integrity_check").fetchall()]
+
+
+def index_rows(conn: Any) -> dict[str, int]:
+    """Entries of each search index: float vectors, keyword entries, the vec0 index (each holds
+    one per memory row)."""
+    rows = {
+        "vectors": int(conn.execute("SELECT count(*) FROM memory_vectors").fetchone()[0]),
+        "keyword_entries": int(conn.execute("SELECT count(*) FROM memories_fts").fetchone()[0]),
+    }
+    if _has_table(conn, "memory_vec"):
+        rows["vector_index"] = int(conn.execute("SELECT count(*) FROM memory_vec").fetchone()[0])
+    return rows
+
+
 def file_facts(conn: Any) -> dict[str, Any]:
     """What a check compares, read in one snapshot: integrity_check's lines, the schema version
     (0 when the file has none: not a memory file), the bound embedder, rows per table and the
     rows of the indexes."""
     conn.execute("BEGIN")
     try:
-        integrity = [row[0] for row in conn.execute("PRAGMA integrity_check").fetchall()]
+        lines = integrity(conn)
         if not _has_table(conn, "schema_migrations") or not _has_table(conn, "memories"):
-            return {"integrity": integrity, "schema_version": 0}
+            return {"integrity": lines, "schema_version": 0}
         version = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] or 0
         meta = dict(
             conn.execute(
@@ -80,17 +92,12 @@ def file_facts(conn: Any) -> dict[str, Any]:
             for name in COUNTED
             if _has_table(conn, name)
         }
-        indexes = {
-            "vectors": int(conn.execute("SELECT count(*) FROM memory_vectors").fetchone()[0]),
-            "keyword_entries": int(conn.execute("SELECT count(*) FROM memories_fts").fetchone()[0]),
-        }
-        if _has_table(conn, "memory_vec"):
-            indexes["vector_index"] = int(conn.execute("SELECT count(*) FROM memory_vec").fetchone()[0])
+        indexes = index_rows(conn)
     finally:
         conn.execute("COMMIT")
     dim = meta.get("embedder_dim")
     return {
-        "integrity": integrity,
+        "integrity": lines,
         "schema_version": int(version),
         "embedder": meta.get("embedder_name"),
         "dimension": int(dim) if dim is not None else None,
