@@ -388,6 +388,12 @@ def test_bad_arguments(db_path, tmp_path):
             memory.import_(tmp_path / "x.jsonl", reembed="sometimes")
         with pytest.raises(ExportFileError, match="no export file"):
             memory.import_(tmp_path / "missing.jsonl")
+        # A folder, a NUL, a number: one clear error each, not an OSError from the move.
+        for bad, says in ((tmp_path, "is a folder"), ("x\x00.jsonl", "must name a file"), (7, "file path")):
+            with pytest.raises(DSPyMemoryError, match=says):
+                memory.export(bad, user_id="ada")
+            with pytest.raises(DSPyMemoryError, match=says):
+                memory.import_(bad)
 
 
 @pytest.mark.sqlite_only

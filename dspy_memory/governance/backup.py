@@ -10,19 +10,24 @@ and the encrypt/decrypt/rekey commands are built from the three.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from dspy_memory.errors import BackupError, InvalidInputError, MemoryFolderMissingError, VerificationError
+from dspy_memory.errors import BackupError, MemoryFolderMissingError, VerificationError
+from dspy_memory.governance.files import (
+    SIDE_FILES,
+    file_argument,
+    fsync,
+    sha256_of,
+    staged,
+)
 from dspy_memory.reports import BackupManifest, FileCheck
 from dspy_memory.store.sqlite import copy as sqlite_copy
 from dspy_memory.store.sqlite.connection import resolve_driver
@@ -30,75 +35,11 @@ from dspy_memory.store.sqlite.migrations import LATEST_VERSION
 from dspy_memory.util.timeutil import utcnow
 
 MANIFEST_SUFFIX = ".manifest.json"
-# What SQLite keeps next to a database file; a file is swapped only with none of them left.
-SIDE_FILES = ("-wal", "-shm", "-journal")
 KeyApplier = Callable[[Any], None]
-
-
-def file_argument(value: Any, name: str) -> str:
-    """`value` as a path, or an InvalidInputError that says what was wrong with it."""
-    if not isinstance(value, (str, os.PathLike)):
-        raise InvalidInputError(
-            f"{name} must be a file path (str or os.PathLike), not {type(value).__name__}"
-        )
-    text = os.fspath(value)
-    if not isinstance(text, str) or not text.strip() or "\x00" in text:
-        raise InvalidInputError(f"{name} must name a file, got {text!r}")
-    path = os.fspath(Path(text).expanduser())
-    if os.path.isdir(path):
-        raise InvalidInputError(f"{name} {path!r} is a folder; give a file name in it")
-    return path
 
 
 def manifest_path(path: str | os.PathLike[str]) -> str:
     return os.fspath(path) + MANIFEST_SUFFIX
-
-
-def sha256_of(path: str | os.PathLike[str]) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def temporary_next_to(path: str, purpose: str) -> str:
-    """A new file name in `path`'s folder (the same filesystem, so os.replace is atomic)."""
-    return f"{path}.{purpose}-{os.getpid()}-{time.monotonic_ns()}"
-
-
-@contextmanager
-def staged(path: str, purpose: str) -> Iterator[str]:
-    """A temporary file next to `path` for the block to write and move in; removed (with any
-    -wal/-shm) if the block fails, so a failed step leaves nothing behind."""
-    temporary = temporary_next_to(path, purpose)
-    try:
-        yield temporary
-    except BaseException:
-        remove_file(temporary)
-        raise
-
-
-def remove_file(path: str) -> None:
-    for name in (path, *(path + side for side in SIDE_FILES)):
-        try:
-            os.remove(name)
-        except FileNotFoundError:
-            pass
-
-
-def _fsync(path: str) -> None:
-    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) if os.path.isdir(path) else os.O_RDONLY
-    try:
-        fd = os.open(path, flags)
-    except OSError:  # pragma: no cover - folders cannot be opened on Windows
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover - some filesystems refuse fsync on folders
-        pass
-    finally:
-        os.close(fd)
 
 
 # -- verification -------------------------------------------------------------------------------
@@ -268,9 +209,9 @@ def replace_file(
         )
     if os.path.exists(path + "-journal"):
         raise BackupError(f"{path} has an unfinished transaction ({path}-journal); open it once first")
-    _fsync(new_path)
+    fsync(new_path)
     os.replace(new_path, path)
-    _fsync(str(Path(path).resolve().parent))
+    fsync(str(Path(path).resolve().parent))
 
 
 # -- backup and restore -------------------------------------------------------------------------

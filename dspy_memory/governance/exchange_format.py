@@ -15,7 +15,6 @@ import gzip
 import hashlib
 import json
 import os
-import tempfile
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -26,6 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from dspy_memory.errors import DSPyMemoryError
+from dspy_memory.governance.files import staged
 from dspy_memory.types import EPISODE_SOURCES, MEMORY_KINDS
 
 FORMAT = "dspy-memory-export"
@@ -208,10 +208,8 @@ def write(
     lines = [dumps(record) + b"\n" for record in records]
     counts = dict(sorted(Counter(json.loads(line)["record"] for line in lines).items()))
     digest = hashlib.sha256(b"".join(lines)).hexdigest()
-    folder = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(prefix=".export-", dir=folder)
-    try:
-        with os.fdopen(handle, "wb") as raw:
+    with staged(path, "partial") as temporary:
+        with open(temporary, "wb") as raw:
             # mtime=0 and no name: the gzip wrapper adds no bytes of its own that vary.
             out = (
                 gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="", compresslevel=6)
@@ -224,10 +222,6 @@ def write(
             if out is not raw:
                 out.close()
         os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
     return Written(path, digest, counts, os.path.getsize(path))
 
 

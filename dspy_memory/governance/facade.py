@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from typing_extensions import Unpack
 
 from dspy_memory.errors import InvalidInputError
+from dspy_memory.governance.files import file_argument
 from dspy_memory.reports import BackupManifest, FileCheck
 from dspy_memory.scopes import ScopeArgs
 
@@ -161,7 +162,7 @@ class GovernanceMethods:
         if all_scopes:
             self._first_use()
         self.store.check_open()
-        return export_scope(self, _path(path, "export"), where, embeddings=include_embeddings)
+        return export_scope(self, file_argument(path, "path"), where, embeddings=include_embeddings)
 
     def import_(self, path: str | os.PathLike[str], *, reembed: str = "auto") -> Any:
         """Import an export file into this store, keeping ids, versions and timestamps, into the
@@ -178,10 +179,4 @@ class GovernanceMethods:
             raise InvalidInputError(f"reembed must be one of {', '.join(REEMBED)}, not {reembed!r}")
         self._first_use()
         self.store.check_open()
-        return import_file(self, _path(path, "import_"), reembed=reembed, redact=self._writer.redact)
-
-
-def _path(path: Any, method: str) -> str:
-    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
-        raise InvalidInputError(f"{method}() needs a file path, not {path!r}")
-    return os.fspath(path)
+        return import_file(self, file_argument(path, "path"), reembed=reembed, redact=self._writer.redact)

@@ -14,10 +14,10 @@ from dspy_memory.governance.backup import (
     ensure_ok,
     file_in_use,
     replace_file,
-    staged,
     verify_file,
     write_receipt,
 )
+from dspy_memory.governance.files import staged
 from dspy_memory.reports import FileCheck
 from dspy_memory.store.sqlite import cipher
 from dspy_memory.store.sqlite.connection import resolve_driver
