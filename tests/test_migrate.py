@@ -167,7 +167,7 @@ def test_an_interrupted_migration_finishes_when_run_again(tmp_path, pg_url, monk
     source = str(tmp_path / "source.db")
     destination = str(tmp_path / "copy.db") if target == "sqlite" else pg_url()
     build_source(source)
-    insert = transfer._insert
+    insert = transfer.insert_rows
     calls = []
 
     def cut_after_first_memory_batch(conn, table, columns, new_rows):
@@ -177,10 +177,10 @@ def test_an_interrupted_migration_finishes_when_run_again(tmp_path, pg_url, monk
                 raise KeyboardInterrupt  # the batch's transaction rolls back, as after Ctrl-C
         insert(conn, table, columns, new_rows)
 
-    monkeypatch.setattr(transfer, "_insert", cut_after_first_memory_batch)
+    monkeypatch.setattr(transfer, "insert_rows", cut_after_first_memory_batch)
     with pytest.raises(KeyboardInterrupt):
         migrate_store(source, destination, batch_size=4)
-    monkeypatch.setattr(transfer, "_insert", insert)
+    monkeypatch.setattr(transfer, "insert_rows", insert)
     with Raw(destination) as raw:
         assert raw.execute("SELECT count(*) FROM memories").fetchone()[0] == 4
         assert raw.execute("SELECT count(*) FROM memory_vectors").fetchone()[0] == 4
@@ -215,17 +215,17 @@ def test_an_interrupted_migration_finishes_when_run_again(tmp_path, pg_url, monk
 def test_a_source_changed_after_an_interruption_is_reported(tmp_path, monkeypatch):
     source, destination = str(tmp_path / "source.db"), str(tmp_path / "copy.db")
     build_source(source)
-    insert = transfer._insert
+    insert = transfer.insert_rows
 
     def cut(conn, table, columns, new_rows):
         if table == "memory_events":
             raise KeyboardInterrupt
         insert(conn, table, columns, new_rows)
 
-    monkeypatch.setattr(transfer, "_insert", cut)
+    monkeypatch.setattr(transfer, "insert_rows", cut)
     with pytest.raises(KeyboardInterrupt):
         migrate_store(source, destination)
-    monkeypatch.setattr(transfer, "_insert", insert)
+    monkeypatch.setattr(transfer, "insert_rows", insert)
     with Memory(source, embedder=HashEmbedder(64)) as memory:
         [note] = memory.get_all(user_id="cy", agent_id="helper", limit=1)
         memory.update(note.id, "Cy changed her mind.", user_id="cy", agent_id="helper")

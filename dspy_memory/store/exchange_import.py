@@ -120,12 +120,18 @@ def _same_slot(conn: Any, kind: Kind, rows: Sequence[dict[str, Any]], slot: str)
             )
 
 
-def _insert(conn: Any, kind: Kind, rows: Sequence[dict[str, Any]]) -> None:
+def insert_rows(conn: Any, table: str, columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> None:
+    """Rows (dicts by column name) into `table`, as they are: ids and times kept (import and
+    migrate)."""
     if rows:
         conn.executemany(
-            f"INSERT INTO {kind.table} ({', '.join(kind.columns)}) VALUES ({', '.join('?' * len(kind.columns))})",
-            [tuple(row[c] for c in kind.columns) for row in rows],
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+            [tuple(row[column] for column in columns) for row in rows],
         )
+
+
+def _insert(conn: Any, kind: Kind, rows: Sequence[dict[str, Any]]) -> None:
+    insert_rows(conn, kind.table, kind.columns, rows)
 
 
 def keyword_entries(conn: Any, rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:

@@ -36,7 +36,7 @@ from dspy_memory.errors import DSPyMemoryError
 from dspy_memory.store import checksums
 from dspy_memory.store.backend import is_postgres_url
 from dspy_memory.store.checksums import TABLES, Table
-from dspy_memory.store.exchange_import import keyword_entries
+from dspy_memory.store.exchange_import import insert_rows, keyword_entries
 from dspy_memory.store.store import Store
 
 BATCH_SIZE = 1000
@@ -242,7 +242,7 @@ class _Transfer:
                 held = _held(conn, table, keys[0], keys[-1])
                 new = [row for row, key in zip(rows, keys) if key not in held]
                 if new:
-                    _insert(conn, table.name, columns, new)
+                    insert_rows(conn, table.name, columns, new)
                     if table.name == "memories":
                         self._index(conn, new)
             copied += len(new)
@@ -319,10 +319,3 @@ def _held(conn: Any, table: Table, first: tuple[Any, ...], last: tuple[Any, ...]
         [*first, *last],
     ).fetchall()
     return {tuple(row) for row in rows}
-
-
-def _insert(conn: Any, table: str, columns: list[str], rows: list[dict[str, Any]]) -> None:
-    conn.executemany(
-        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
-        [tuple(row[column] for column in columns) for row in rows],
-    )
