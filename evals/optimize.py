@@ -48,8 +48,11 @@ OPTIMIZERS = ("bootstrap", "mipro", "gepa", "simba")
 ROLES = ("student", "teacher", "proposer", "reflection")
 
 
-def evaluate(program: Any, examples: list[Any], lm: Any, *, metric: Any = None, threads: int = 1) -> float:
-    """Mean metric of `program` on `examples`, 0-100 (default metric: exact operations)."""
+def per_example(
+    program: Any, examples: list[Any], lm: Any, *, metric: Any = None, threads: int = 1
+) -> list[float]:
+    """The metric of `program` on each of `examples`, in order (a failed answer scores 0;
+    default metric: exact operations)."""
     import dspy
 
     from evals.tasks import ops_metric
@@ -58,7 +61,13 @@ def evaluate(program: Any, examples: list[Any], lm: Any, *, metric: Any = None, 
         evaluation = dspy.Evaluate(
             devset=examples, metric=metric or ops_metric, num_threads=threads, display_progress=False
         )
-        return float(evaluation(program).score)
+        return [float(score) for _, _, score in evaluation(program).results]
+
+
+def evaluate(program: Any, examples: list[Any], lm: Any, *, metric: Any = None, threads: int = 1) -> float:
+    """Mean metric of `program` on `examples`, 0-100 (default metric: exact operations)."""
+    scores = per_example(program, examples, lm, metric=metric, threads=threads)
+    return 100.0 * sum(scores) / len(scores) if scores else 0.0
 
 
 def scores(

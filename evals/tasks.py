@@ -198,13 +198,12 @@ def query_examples(path: str, embedder: Any) -> list[Any]:
 
 
 def query_metric(example: Any, prediction: Any, trace: Any = None) -> float:
-    """1 when the plan asks about the right time (a past date within a month, or now) and has a query."""
+    """1 when the plan asks about the right time: a past date within a month, or now. Its queries
+    are not scored: the read path searches the question itself next to them (read/answer.py),
+    so a plan without queries searches the question."""
     from dspy_memory.util.timeutil import lm_date, to_datetime
 
-    plan = prediction.plan
-    if not plan.queries:
-        return 0.0
-    planned = lm_date(plan.as_of)
+    planned = lm_date(prediction.plan.as_of)
     if example.gold_as_of is None:
         return 1.0 if planned is None else 0.0
     if planned is None:
