@@ -42,11 +42,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dspy_memory.learn.stats import summary
 from evals.ablations import irrelevant_demos, shuffled_labels, with_demos
 from evals.learner import learner_lm
 from evals.optimize import OPTIMIZERS, CostMeter, compile_program, per_example
 from evals.report import RESULTS_DIR, command_line, machine, save, stage, table
-from evals.stats import summary
 from evals.tasks import get_task, split_examples
 from evals.teachers import teacher
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evals.metrics import locomo_f1, match_facts, op_accuracy
+from dspy_memory.learn.metric import op_accuracy, ops_metric, ops_of
+from evals.metrics import locomo_f1, match_facts
 
 
 @dataclass(frozen=True)
@@ -31,18 +32,10 @@ def _prediction(score: float, feedback: str) -> Any:
 # -- reconcile and write: the reconcile set ---------------------------------------------------
 
 
-def _ops(prediction: Any) -> list[dict[str, Any]]:
-    return [op.model_dump() if hasattr(op, "model_dump") else dict(op) for op in (prediction.ops or [])]
-
-
-def ops_metric(example: Any, prediction: Any, trace: Any = None) -> float:
-    return op_accuracy(_ops(prediction), example.ops)["exact"]
-
-
 def ops_feedback(
     gold: Any, pred: Any, trace: Any = None, pred_name: Any = None, pred_trace: Any = None
 ) -> Any:
-    ops = _ops(pred)
+    ops = ops_of(pred)
     if op_accuracy(ops, gold.ops)["exact"] == 1.0:
         return _prediction(1.0, "Correct.")
 
