@@ -11,8 +11,9 @@ A generated table sits between two markers in a Markdown file:
     <!-- end generated: NAME -->
 
 `optimize_offline` is recorded by `python -m evals.optimize_offline --seeds 5 --record` (about
-half an hour); `eval_oracles` by `python -m evals.doc_tables oracles` (seconds). The tests check
-every table against its JSON (tests/test_doc_tables.py) and measure the oracles again.
+half an hour); `eval_oracles` by `LOCOMO_DATA=locomo10.json python -m evals.doc_tables oracles`
+(seconds; the LoCoMo row only where that file is). The tests check every table against its JSON
+(tests/test_doc_tables.py) and measure the oracles again (the LoCoMo row where the file is).
 """
 
 from __future__ import annotations
@@ -54,36 +55,38 @@ def _optimize_offline(data: dict[str, Any]) -> str:
 def _eval_oracles(data: dict[str, Any]) -> str:
     from evals.report import table
 
-    reconcile, temporal = data["reconcile"], data["temporal"]
-    by_score: dict[float, list[str]] = {}
-    for category, row in sorted(reconcile.items()):
-        if category != "overall":
-            by_score.setdefault(round(row["exact"], 3), []).append(category.replace("_", " "))
-    parts = "; ".join(
-        f"{score:.3f} on {', '.join(names)}" for score, names in sorted(by_score.items(), reverse=True)
-    )
+    def exact(rows: dict[str, Any]) -> str:
+        by_score: dict[float, list[str]] = {}
+        for category, row in sorted(rows.items()):
+            if category != "overall":
+                by_score.setdefault(round(row["exact"], 3), []).append(category.replace("_", " "))
+        parts = "; ".join(
+            f"{score:.3f} on {', '.join(names)}" for score, names in sorted(by_score.items(), reverse=True)
+        )
+        return f"op exact {rows['overall']['exact']:.3f} over {rows['overall']['cases']} cases: {parts}"
+
+    temporal = data["temporal"]
     kinds = ", ".join(
         f"{name} {row['contains']:.3f}" for name, row in sorted(temporal.items()) if name != "overall"
     )
-    return (
-        table(
-            ["eval", "command", "result"],
+    rows = [["reconcile, rule-based oracle", "`python -m evals.reconcile`", exact(data["reconcile"])]]
+    if "reconcile_locomo" in data:
+        rows.append(
             [
-                [
-                    "reconcile, rule-based oracle",
-                    "`python -m evals.reconcile`",
-                    f"op exact {reconcile['overall']['exact']:.3f} over {reconcile['overall']['cases']} cases: {parts}",
-                ],
-                [
-                    "temporal, oracle writer + top memory at the annotated date (no LM)",
-                    "`python -m evals.temporal --embedder test`",
-                    f"contains gold {temporal['overall']['contains']:.3f} over {temporal['overall']['questions']} "
-                    f"questions: {kinds}",
-                ],
-            ],
+                "reconcile on the LoCoMo slice, rule-based oracle (needs the LoCoMo file)",
+                "`python -m evals.reconcile --locomo LOCOMO_JSON`",
+                exact(data["reconcile_locomo"]),
+            ]
         )
-        + "\n"
+    rows.append(
+        [
+            "temporal, oracle writer + top memory at the annotated date (no LM)",
+            "`python -m evals.temporal --embedder test`",
+            f"contains gold {temporal['overall']['contains']:.3f} over {temporal['overall']['questions']} "
+            f"questions: {kinds}",
+        ]
     )
+    return table(["eval", "command", "result"], rows) + "\n"
 
 
 RENDERERS: dict[str, Callable[[Any], str]] = {
@@ -101,13 +104,25 @@ def render(name: str, data: Any = None) -> str:
 
 def oracle_numbers() -> dict[str, Any]:
     """The reconcile oracle on the whole template set and the temporal oracle writer with the
-    test embedder: per category, rounded to 3 decimals."""
+    test embedder: per category, rounded to 3 decimals. Where the LoCoMo file is on this machine
+    (evals.locomo.DEFAULT_DATA, $LOCOMO_DATA), also the reconcile oracle on the LoCoMo slice."""
+    from evals.locomo import DEFAULT_DATA
     from evals.reconcile import load_cases, oracle_lm
     from evals.reconcile import run as run_reconcile
     from evals.temporal import evaluate, load_scenarios
 
-    cases = load_cases()
-    reconcile = run_reconcile(cases, program="reconcile", lm=oracle_lm(cases))["summary"]
+    def exact(cases: list[dict[str, Any]]) -> dict[str, Any]:
+        summary = run_reconcile(cases, program="reconcile", lm=oracle_lm(cases))["summary"]
+        return {
+            category: {"cases": row["cases"], "exact": round(row["exact"], 3)}
+            for category, row in summary.items()
+        }
+
+    numbers: dict[str, Any] = {"reconcile": exact(load_cases())}
+    if Path(DEFAULT_DATA).exists():
+        from evals.reconcile_locomo import load_locomo_cases
+
+        numbers["reconcile_locomo"] = exact(load_locomo_cases(str(DEFAULT_DATA)))
     with tempfile.TemporaryDirectory() as tmp:
         temporal = evaluate(
             load_scenarios(),
@@ -116,16 +131,11 @@ def oracle_numbers() -> dict[str, Any]:
             out=Path(tmp) / "temporal.json",
             plot=Path(tmp) / "temporal.png",
         )["summary"]
-    return {
-        "reconcile": {
-            category: {"cases": row["cases"], "exact": round(row["exact"], 3)}
-            for category, row in reconcile.items()
-        },
-        "temporal": {
-            kind: {"questions": row["questions"], "contains": round(row["contains"], 3)}
-            for kind, row in temporal.items()
-        },
+    numbers["temporal"] = {
+        kind: {"questions": row["questions"], "contains": round(row["contains"], 3)}
+        for kind, row in temporal.items()
     }
+    return numbers
 
 
 # -- writing and checking ----------------------------------------------------------------------
