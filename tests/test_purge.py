@@ -1,5 +1,7 @@
 """delete_scope / delete: the GDPR path. Proven by scanning every table (shadow tables of the
-vector and keyword indexes included) and the raw bytes of the file."""
+vector and keyword indexes included) and the raw bytes of the file (decrypted, on an encrypted
+file), after the same scan found the content there before the erasure (`unseen`): a scan that
+cannot see the data would find nothing afterwards either."""
 
 import logging
 import threading
@@ -11,7 +13,7 @@ from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder, text_hash
 
 from .encrypted import connect
-from .leakscan import file_bytes, leaks
+from .leakscan import file_bytes, leaks, unseen
 
 pytestmark = [pytest.mark.backends, pytest.mark.encrypted]
 
@@ -45,7 +47,7 @@ def fill(memory):
 def test_delete_scope_leaves_nothing_of_the_user(db_path):
     with Memory(db_path, embedder=HashEmbedder(64)) as memory:
         ada, vectors = fill(memory)
-        assert leaks(db_path, SECRET_WORDS, vectors), "the scan must see the data before the purge"
+        assert unseen(db_path, (*SECRET_WORDS, SECRET_USER), vectors) == [], "the scan must see it first"
         result = memory.delete_scope(user_id=SECRET_USER)
         assert result.counts["memories"] == 4 and result.counts["episodes"] == 3
         assert result.counts["memory_events"] >= 4 and result.counts["vectors"] == 4
@@ -79,6 +81,7 @@ def test_delete_scope_by_run_only_removes_that_run(memory):
 def test_delete_one_memory_erases_its_content_everywhere(db_path):
     with Memory(db_path, embedder=HashEmbedder(64)) as memory:
         ada, vectors = fill(memory)
+        assert unseen(db_path, (SECRET_WORDS[0],), vectors[:1]) == [], "the scan must see it first"
         memory.delete(ada[0].id, user_id=SECRET_USER)
         remaining = {m.id for m in memory.get_all(user_id=SECRET_USER)}
         assert remaining == {ada[1].id, ada[2].id}
@@ -96,6 +99,7 @@ def test_delete_one_memory_erases_its_content_everywhere(db_path):
 def test_idle_connections_of_other_threads_do_not_keep_erased_pages_in_the_wal(db_path):
     with Memory(db_path, embedder=HashEmbedder(64)) as memory:
         ada, vectors = fill(memory)
+        assert unseen(db_path, (SECRET_WORDS[0],), vectors[:1]) == [], "the scan must see it first"
         ready, done = threading.Barrier(3), threading.Event()
 
         def reader():  # each thread has its own connection, left idle after these reads
@@ -123,6 +127,7 @@ def test_idle_connections_of_other_threads_do_not_keep_erased_pages_in_the_wal(d
 def test_a_reader_holding_the_wal_is_reported_and_the_next_purge_empties_it(db_path, caplog):
     with Memory(db_path, embedder=HashEmbedder(64), busy_timeout_ms=100) as memory:
         ada, vectors = fill(memory)
+        assert unseen(db_path, SECRET_WORDS[:2], vectors[:2]) == [], "the scan must see it first"
         reader = connect(db_path)
         reader.execute("BEGIN")
         reader.execute("SELECT count(*) FROM episodes").fetchone()  # a snapshot from before
