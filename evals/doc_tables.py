@@ -159,7 +159,8 @@ def stale(paths: list[Path] | None = None) -> list[str]:
     for path in paths or documents():
         for match in BLOCK.finditer(path.read_text(encoding="utf-8")):
             if match["body"] != render(match["name"]):
-                found.append(f"{path.relative_to(ROOT)}: {match['name']}")
+                where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+                found.append(f"{where}: {match['name']}")
     return found
 
 

@@ -104,12 +104,14 @@ def _scored(task: Any, program: Any, examples: list[Any]) -> list[float]:
     return _quietly(per_example, program, examples, learner_lm(), metric=task.metric)
 
 
-def measure(name: str, optimizers: list[str], seeds: list[int]) -> dict[str, Any]:
-    """Every optimizer and teacher on `name`, once per seed, and the ablations."""
+def measure(name: str, optimizers: list[str], seeds: list[int], *, dev: bool = True) -> dict[str, Any]:
+    """Every optimizer and teacher on `name`, once per seed, and the ablations (dev=False: test
+    scores only)."""
     task = get_task(name, embedder=None)
     splits = split_examples(task.examples(task.default_data, None))
     uncompiled = task.make_program()
-    baseline = {part: _scored(task, uncompiled, splits[part]) for part in ("dev", "test")}
+    parts = ("dev", "test") if dev else ("test",)
+    baseline = {part: _scored(task, uncompiled, splits[part]) for part in parts}
     rows, bootstrapped, runs_by_config = [], {}, []
     for optimizer in optimizers:
         for teacher_name in TEACHERS[optimizer]:
@@ -124,7 +126,7 @@ def measure(name: str, optimizers: list[str], seeds: list[int]) -> dict[str, Any
                     {
                         "seed": seed,
                         **compiled,
-                        **{part: _scored(task, program, splits[part]) for part in ("dev", "test")},
+                        **{part: _scored(task, program, splits[part]) for part in parts},
                     }
                 )
             rows.append(_row(name, optimizer, teacher_name, baseline, runs))
@@ -175,7 +177,7 @@ def _row(
         "teacher": teacher_name,
         "seeds": [run["seed"] for run in runs],
         "test": summary(baseline["test"], [run["test"] for run in runs]),
-        "dev": summary(baseline["dev"], [run["dev"] for run in runs]) if baseline["dev"] else None,
+        "dev": summary(baseline["dev"], [run["dev"] for run in runs]) if baseline.get("dev") else None,
         "per_compile": cost,
     }
 

@@ -68,17 +68,16 @@ def _recorded_program(record, name):
 
 @pytest.mark.parametrize("name", ["reconcile", "query", "consolidate"])
 def test_bootstrap_and_its_ablations_recompute_to_the_recorded_numbers(record, name):
-    """The recorded seeds, compiled again: every per-seed score, mean, range, interval and
+    """The recorded seeds, compiled again: every per-seed test score, mean, range, interval and
     verdict of BootstrapFewShot (with and without the rule-based teacher) and of the ablations
     that take it apart."""
     assert record["seeds"] == SEEDS
-    again = measure(name, ["bootstrap"], SEEDS)
+    again = measure(name, ["bootstrap"], SEEDS, dev=False)  # the dev columns: by the docs' check only
     kept = _recorded_program(record, name)
     assert again["sizes"] == kept["sizes"]
     recorded_rows = [row for row in kept["rows"] if row["optimizer"] == "bootstrap"]
     for mine, theirs in zip(again["rows"], recorded_rows, strict=True):
-        for part in ("test", "dev"):
-            assert same(mine[part], theirs[part]), (name, mine["teacher"], part, mine[part], theirs[part])
+        assert same(mine["test"], theirs["test"]), (name, mine["teacher"], mine["test"], theirs["test"])
     assert same(again["ablations"], kept["ablations"]), (again["ablations"], kept["ablations"])
 
 
