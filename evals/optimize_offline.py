@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dspy_memory.learn.seeded import shuffled
 from dspy_memory.learn.stats import summary
 from evals.ablations import irrelevant_demos, shuffled_labels, with_demos
 from evals.learner import learner_lm
@@ -59,12 +60,6 @@ TEACHERS = {
 }
 RECORDED = Path(__file__).resolve().parent.parent / "docs" / "results" / "optimize_offline.json"
 ABLATION_DEMOS = 8
-
-
-def shuffled(items: list[Any], seed: int) -> list[Any]:
-    items = list(items)
-    random.Random(seed).shuffle(items)
-    return items
 
 
 def _quietly(function: Any, *args: Any, **kwargs: Any) -> Any:

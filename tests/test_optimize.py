@@ -210,6 +210,26 @@ def test_the_command_line_compiles_and_writes_the_numbers_beside_the_program(mon
     assert "prompt tokens" in capsys.readouterr().out
 
 
+def test_the_command_line_over_seeds_prints_the_table_and_saves_the_first_seeds_program(
+    monkeypatch, tmp_path, capsys
+):
+    monkeypatch.setattr("dspy_memory.util.lm.make_lm", lambda spec, api_base=None: learner_lm(spec))
+    out = tmp_path / "query.json"
+    result = main(["query", "--lm", "fake/student", "--seeds", "5", "--out", str(out)])
+    numbers = json.loads((tmp_path / "query.optimize.json").read_text())
+    assert numbers["seeds"] == SEEDS and len(numbers["summary"]["runs"]) == 5
+    task = get_task("query")
+    test = split_examples(task.examples(task.default_data, None))["test"]
+    uncompiled = evaluate(task.make_program(), test, learner_lm(), metric=task.metric)
+    assert numbers["summary"]["baseline"] == pytest.approx(uncompiled)
+    low, high = numbers["summary"]["interval"]
+    assert low <= numbers["summary"]["difference"] <= high
+    reloaded = task.make_program()
+    reloaded.load(str(out))
+    assert len(reloaded.rewrite.demos) == len(result["compiled"][0].rewrite.demos)
+    assert "paired 95%" in capsys.readouterr().out
+
+
 def test_gepa_feedback_names_the_situation():
     from evals.tasks import ops_feedback as feedback_metric
 

@@ -77,3 +77,16 @@ def summary(
         "verdict": verdict((low, high)),
         "examples": len(runs[0]),
     }
+
+
+def describe(result: dict[str, Any], *, baseline: str = "uncompiled", unit: str = "") -> str:
+    """One line for a `summary`: the baseline, the mean [min, max] over runs, the difference
+    with its interval, and the verdict."""
+    low, high = result["interval"]
+    runs = len(result["runs"])
+    return (
+        f"{baseline} {result['baseline']:.1f}{unit}; compiled {result['mean']:.1f}{unit} "
+        f"[{result['min']:.1f}, {result['max']:.1f}] over {runs} seed{'s' if runs != 1 else ''}; "
+        f"difference {result['difference']:+.1f} [{low:+.1f}, {high:+.1f}] (paired 95%, "
+        f"{result['examples']} examples): {result['verdict']}"
+    )
