@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dspy_memory.learn.metric import op_accuracy, ops_metric, ops_of
+from dspy_memory.learn.metric import ops_feedback, ops_metric
 from evals.metrics import locomo_f1, match_facts
 
 
@@ -30,25 +30,6 @@ def _prediction(score: float, feedback: str) -> Any:
 
 
 # -- reconcile and write: the reconcile set ---------------------------------------------------
-
-
-def ops_feedback(
-    gold: Any, pred: Any, trace: Any = None, pred_name: Any = None, pred_trace: Any = None
-) -> Any:
-    ops = ops_of(pred)
-    if op_accuracy(ops, gold.ops)["exact"] == 1.0:
-        return _prediction(1.0, "Correct.")
-
-    def show(items: list[dict[str, Any]]) -> str:
-        return ", ".join(
-            f"{op.get('action')}{' ' + str(op['target']) if op.get('target') else ''}" for op in items
-        )
-
-    return _prediction(
-        0.0,
-        f"In a '{gold.category}' situation the right operations were [{show(gold.ops)}] but the answer "
-        f"was [{show(ops) or 'nothing'}]. Review the rules for this kind of situation.",
-    )
 
 
 def _reconcile_examples(program: str) -> Callable[[str, Any], list[Any]]:

@@ -45,3 +45,29 @@ def ops_of(prediction: Any) -> list[dict[str, Any]]:
 def ops_metric(example: Any, prediction: Any, trace: Any = None) -> float:
     """1.0 when the predicted operations are the example's `ops` exactly (action and target)."""
     return op_accuracy(ops_of(prediction), example.ops)["exact"]
+
+
+def ops_feedback(
+    gold: Any, pred: Any, trace: Any = None, pred_name: Any = None, pred_trace: Any = None
+) -> Any:
+    """`ops_metric` with what was wrong, in words (GEPA's metric): the right operations and the
+    answer's, by action and alias, and the situation when the example names one (`category`)
+    or what a person said about it (`note`)."""
+    import dspy
+
+    ops = ops_of(pred)
+    if op_accuracy(ops, gold.ops)["exact"] == 1.0:
+        return dspy.Prediction(score=1.0, feedback="Correct.")
+
+    def show(items: Sequence[Mapping[str, Any]]) -> str:
+        return ", ".join(
+            f"{op.get('action')}{' ' + str(op['target']) if op.get('target') else ''}" for op in items
+        )
+
+    situation = f"In a '{gold.category}' situation the" if gold.get("category") else "The"
+    said = f" A person said: {gold.note}" if gold.get("note") else ""
+    return dspy.Prediction(
+        score=0.0,
+        feedback=f"{situation} right operations were [{show(gold.ops)}] but the answer was "
+        f"[{show(ops) or 'nothing'}]. Review the rules for this kind of situation.{said}",
+    )
