@@ -72,6 +72,17 @@ class ScopeRules:
         _checked(method, args, _SCOPE_KEYS)
         return Scope.of(**args, any_user=self.any_user)
 
+    def read_or_all(self, method: str, args: dict[str, Any], all_scopes: Any) -> Scope | None:
+        """The scope a read names, or None for every scope (all_scopes=True, and no ids)."""
+        if not isinstance(all_scopes, bool):
+            raise InvalidInputError(f"all_scopes must be True or False, not {type(all_scopes).__name__}")
+        if not all_scopes:
+            return self.read(method, args)
+        _checked(method, args, _SCOPE_KEYS)
+        if any(value is not None for value in args.values()):
+            raise InvalidInputError(f"{method}(): pass the scope or all_scopes=True, not both")
+        return None
+
     def owner(self, method: str, args: dict[str, Any]) -> Scope | None:
         """The scope a by-id call must match; None reaches any scope (all_scopes=True, or no
         scope at all in wildcard mode). Strict mode refuses a call without a scope."""

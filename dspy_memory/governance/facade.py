@@ -24,6 +24,7 @@ class GovernanceMethods:
     config: Any
     embedder: Any
     _writer: Any
+    _scopes: Any
 
     def _first_use(self) -> None: ...
     def _scope(self, method: str, args: dict[str, Any], *, exact: bool = False) -> Any: ...
@@ -153,14 +154,12 @@ class GovernanceMethods:
         records per type, sha256 of the records)."""
         from dspy_memory.governance.exchange import export_scope
 
-        for name, value in (("include_embeddings", include_embeddings), ("all_scopes", all_scopes)):
-            if not isinstance(value, bool):
-                raise InvalidInputError(f"{name} must be True or False, not {type(value).__name__}")
-        if all_scopes and any(value is not None for value in scope.values()):
-            raise InvalidInputError("export(): pass the scope or all_scopes=True, not both")
-        where = None if all_scopes else self._scope("export", scope)
-        if all_scopes:
-            self._first_use()
+        if not isinstance(include_embeddings, bool):
+            raise InvalidInputError(
+                f"include_embeddings must be True or False, not {type(include_embeddings).__name__}"
+            )
+        where = self._scopes.read_or_all("export", scope, all_scopes)
+        self._first_use()
         self.store.check_open()
         return export_scope(self, file_argument(path, "path"), where, embeddings=include_embeddings)
 
