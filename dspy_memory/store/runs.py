@@ -21,6 +21,15 @@ from dspy_memory.util.timeutil import now_db
 _MAKING = ("ADD", "UPDATE", "INVALIDATE")
 
 
+# What a refusal's reason becomes when the input it may quote is erased (its code stays).
+WITHHELD = "withheld: the input it was about was erased"
+
+
+def withheld(rejected: str) -> str:
+    """A run's `rejected` (JSON) with every reason withheld."""
+    return json.dumps([{**rejection, "reason": WITHHELD} for rejection in json.loads(rejected)])
+
+
 class RunCandidate(NamedTuple):
     """A memory shown to the write program: its alias in the prompt and the version shown."""
 

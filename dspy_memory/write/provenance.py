@@ -2,7 +2,8 @@
 never content), and the feedback its operations carry (docs/feedback.md): an operation
 validation refused, or applied as another action, is a labelled example of a mistake ("refused");
 a DELETE carried out on a request to forget is one of a right decision ("forget", with no
-content at all: the memory and the request are erased)."""
+content at all: the memory and the request are erased). A run that erased something keeps no
+refusal reasons (a reason may name what the LM read in the request) and names no erased memory."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from dspy_memory.ops import Op, Rejection
 from dspy_memory.store import Store
 from dspy_memory.store.audit_log import scope_of
 from dspy_memory.store.feedback import NewFeedback
-from dspy_memory.store.runs import RunCandidate, RunOp
+from dspy_memory.store.runs import WITHHELD, RunCandidate, RunOp
 from dspy_memory.types import LMUsage, MemoryRecord, Scope
 from dspy_memory.util.lm import lm_name
 from dspy_memory.write.apply import Made
@@ -63,13 +64,21 @@ class WriteRun:
             )
         return found
 
+    def deleted(self, made: Made) -> set[str]:
+        """The memories this run erased."""
+        planned = {p.index: p.action for p in self.plan.ops} if self.plan is not None else {}
+        return {made[index][0] for index, action in planned.items() if action == "DELETE" and index in made}
+
     def feedback(self, made: Made) -> list[NewFeedback]:
         """The feedback this run's operations carry (see the module docstring)."""
         planned = {p.index: p.action for p in self.plan.ops} if self.plan is not None else {}
+        deleted = self.deleted(made)
         drafts = []
         for index, rejections in self._refusals().items():
             op = self.proposed[index] if index < len(self.proposed) else None
             target = self.candidates.get(op.target) if isinstance(op, Op) and op.target is not None else None
+            if target is not None and target.id in deleted:
+                target = None
             expected: dict[str, Any] = {"applied": False}
             if index in made:
                 expected["applied_as"] = planned[index]
@@ -83,7 +92,7 @@ class WriteRun:
                     memory_version=target.version if target is not None else None,
                     write_run_id=self.uid,
                     op_index=index,
-                    note="; ".join(rejection.reason for rejection in rejections),
+                    note=None if deleted else "; ".join(rejection.reason for rejection in rejections),
                 )
             )
         for index, action in planned.items():
@@ -113,6 +122,9 @@ def log_run(
     """Log the run with what it saw and proposed, and the feedback its operations carry, in one
     transaction (the applying one, when called from `PlanApplier.apply`'s `log_run`)."""
     made = made or {}
+    rejected = run.rejected
+    if run.deleted(made):
+        rejected = [rejection.model_copy(update={"reason": WITHHELD}) for rejection in rejected]
     with store.transaction():
         store.runs.log(
             run.scope,
@@ -121,7 +133,7 @@ def log_run(
             lm=lm_name(run.lm),
             usage=run.usage,
             ops_applied=applied,
-            rejected=run.rejected,
+            rejected=rejected,
             error=error,
             started_at=run.started_at,
             uid=run.uid,
