@@ -150,7 +150,7 @@ class GovernanceMethods:
         user_id="ada")`), or of the whole store with all_scopes=True, to a JSONL file (gzipped
         when the name ends in .gz): every memory version with both time axes, its sources,
         episodes, entities, events, links, blocks with their versions (profiles too), lifecycle
-        settings and, with include_embeddings=True, the vectors. Returns an ExportReport (path,
+        settings, write runs, feedback and, with include_embeddings=True, the vectors. Returns an ExportReport (path,
         records per type, sha256 of the records)."""
         from dspy_memory.governance.exchange import export_scope
 
