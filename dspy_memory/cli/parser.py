@@ -164,6 +164,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--allow-forget", action="store_true", help="also publish forget, which deletes memories for good"
     )
+    p.add_argument(
+        "--allow-feedback",
+        action="store_true",
+        help="also publish memory_feedback: the client's verdicts on memories kept as feedback",
+    )
     p.add_argument("--lm", default=None, help=LM_HELP)
 
     p = command("keys", "create, list or revoke API keys of the service", service.cmd_keys)

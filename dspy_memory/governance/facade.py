@@ -36,19 +36,22 @@ class GovernanceMethods:
         *,
         allow: Sequence[str] | None = None,
         allow_forget: bool = False,
+        allow_feedback: bool = False,
         **scope: Unpack[ScopeArgs],
     ) -> list[Any]:
         """Tools for `dspy.ReAct` bound to this scope, none of which can destroy data: recall,
         remember, revise, memory_history, core_memory_append, core_memory_replace (revise and
         the block edits keep every earlier version). `forget` (a hard delete) only with
-        allow_forget=True; `allow` picks some, e.g.
+        allow_forget=True; `memory_feedback` (the agent's verdicts kept as feedback the write
+        program learns from, docs/feedback.md) only with allow_feedback=True; `allow` picks some, e.g.
         `dspy.ReAct("question -> answer", tools=memory.tools(user_id="ada"))`. The scope is exact
         in every mode: tools(agent_id="x") reaches only agent x's memories stored without a user."""
         from dspy_memory.agent.tools import make_tools
 
         where = self._scope("tools", scope, exact=True)
         self.store.check_open()  # tools made now would fail later, in the middle of an agent run
-        return make_tools(self, where, allow, allow_forget=allow_forget)  # type: ignore[arg-type]
+        options = dict(allow_forget=allow_forget, allow_feedback=allow_feedback)
+        return make_tools(self, where, allow, **options)  # type: ignore[arg-type]
 
     def scoped(self, **scope: Unpack[ScopeArgs]) -> ScopedMemory:
         """This memory seen through one scope, for application code: `ada = memory.scoped(
