@@ -24,7 +24,7 @@ from dspy_memory.errors import MemoryNotFoundError
 from dspy_memory.store.audit_log import AuditLog, scope_of
 from dspy_memory.store.backend import Backend, KeywordIndex, VectorIndex
 from dspy_memory.store.queries import Predicate, not_found, scope_predicate
-from dspy_memory.store.runs import withheld
+from dspy_memory.store.runs import withhold_reasons
 from dspy_memory.store.turns import TurnContext
 from dspy_memory.types import DeleteResult, Scope
 from dspy_memory.util.timeutil import now_db
@@ -362,29 +362,10 @@ class Eraser:
         erased = conn.execute(
             "DELETE FROM feedback WHERE memory_id IN (SELECT value FROM json_each(?))", (_ids(memory_ids),)
         ).rowcount
-        users = [
-            row[0]
-            for row in conn.execute(
-                "SELECT DISTINCT coalesce(user_id, '') FROM episodes WHERE id IN (SELECT value FROM json_each(?))",
-                (_ids(episode_ids),),
-            )
-        ]
-        runs = (
-            conn.execute(
-                "SELECT id, uid, rejected FROM write_runs w WHERE coalesce(w.user_id, '') IN (SELECT value FROM json_each(?)) "
-                "AND EXISTS (SELECT 1 FROM json_each(w.episode_ids) e WHERE e.value IN (SELECT value FROM json_each(?)))",
-                (json.dumps(users), _ids(episode_ids)),
-            ).fetchall()
-            if users
-            else []
-        )
-        for run in runs:
-            conn.execute(
-                "UPDATE write_runs SET rejected = ? WHERE id = ?", (withheld(run["rejected"]), run["id"])
-            )
+        runs = withhold_reasons(conn, _ids(episode_ids))
         conn.execute(
             "UPDATE feedback SET note = NULL WHERE source = 'refused' AND write_run_id IN (SELECT value FROM json_each(?))",
-            (_ids(run["uid"] for run in runs if run["uid"]),),
+            (_ids(runs),),
         )
         if verbatim and rows:
             same_users, named = _same_users(rows)

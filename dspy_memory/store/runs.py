@@ -25,9 +25,26 @@ _MAKING = ("ADD", "UPDATE", "INVALIDATE")
 WITHHELD = "withheld: the input it was about was erased"
 
 
-def withheld(rejected: str) -> str:
-    """A run's `rejected` (JSON) with every reason withheld."""
-    return json.dumps([{**rejection, "reason": WITHHELD} for rejection in json.loads(rejected)])
+def withhold_reasons(conn: Any, episode_ids: str) -> list[str]:
+    """Withhold the refusal reasons of the runs that read any of these episodes (a JSON list),
+    in the caller's transaction (erasure: a reason may name what the LM read there). Returns the
+    uids of those runs (runs logged before uids existed have none)."""
+    users = conn.execute(
+        "SELECT DISTINCT user_id FROM episodes WHERE id IN (SELECT value FROM json_each(?))", (episode_ids,)
+    ).fetchall()
+    runs = [
+        run
+        for (user,) in users  # a run's episodes are its own user's: the user's runs are read by index
+        for run in conn.execute(
+            "SELECT id, uid, rejected FROM write_runs w WHERE w.user_id IS ? AND EXISTS "
+            "(SELECT 1 FROM json_each(w.episode_ids) e WHERE e.value IN (SELECT value FROM json_each(?)))",
+            (user, episode_ids),
+        ).fetchall()
+    ]
+    for run in runs:
+        rejected = [{**rejection, "reason": WITHHELD} for rejection in json.loads(run["rejected"])]
+        conn.execute("UPDATE write_runs SET rejected = ? WHERE id = ?", (json.dumps(rejected), run["id"]))
+    return [run["uid"] for run in runs if run["uid"]]
 
 
 class RunCandidate(NamedTuple):
