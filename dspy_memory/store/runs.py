@@ -15,7 +15,7 @@ from dspy_memory.ops import Rejection
 from dspy_memory.store.backend import Connections
 from dspy_memory.store.queries import Predicate, scope_predicate
 from dspy_memory.types import LMUsage, Scope
-from dspy_memory.util.timeutil import now_db
+from dspy_memory.util.timeutil import TimeLike, now_db, to_db
 
 # The actions that make a memory version (NOOP confirms one, DELETE erases one).
 _MAKING = ("ADD", "UPDATE", "INVALIDATE")
@@ -193,6 +193,19 @@ class WriteRunLog:
                 (memory_id, version, json.dumps(_MAKING)),
             ).fetchone()
         return (row["write_run_id"], row["op_index"]) if row else None
+
+    def last_seen(self, memory_id: str, version: int, *, before: TimeLike) -> tuple[str, int] | None:
+        """(run uid, alias) of the latest write run started before `before` that was shown this
+        version of a memory, or None (learning from an "outdated" verdict: the run that should
+        have invalidated it)."""
+        with self._conns.read() as conn:
+            row = conn.execute(
+                "SELECT c.write_run_id, c.alias FROM write_run_candidates c JOIN write_runs w ON w.uid = c.write_run_id "
+                "WHERE c.memory_id = ? AND c.version = ? AND w.started_at < ? ORDER BY w.started_at DESC, w.id DESC "
+                "LIMIT 1",
+                (memory_id, version, to_db(before)),
+            ).fetchone()
+        return (row["write_run_id"], row["alias"]) if row else None
 
     def totals(self, scope: Scope | None = None) -> dict[str, Any]:
         """Totals of the write-run log: runs, LM calls, tokens, applied ops, failures."""

@@ -33,7 +33,7 @@ from dspy_memory.util.tokens import count_tokens
 from dspy_memory.write.apply import ClaimLostError, PlanApplier, Seen
 from dspy_memory.write.claims import Claimant
 from dspy_memory.write.inputs import turn_text
-from dspy_memory.write.provenance import WriteRun, log_run
+from dspy_memory.write.provenance import RunDraft, log_run
 from dspy_memory.write.turns import TurnWriter
 from dspy_memory.write.validate import Plan, PlanLimits, deletable_aliases, forget_requests, plan_ops
 
@@ -95,7 +95,7 @@ class LMWriter:
         mode = self.mode_for(lm)
         program = self.programs.program_for(mode)
         ids = [episode.id for episode in episodes]
-        run = WriteRun(episodes[0].scope, mode, ids, lm, started_at=now_db())
+        run = RunDraft(episodes[0].scope, mode, ids, lm, started_at=now_db())
         scope = run.scope
         spoken = [e for e in episodes if e.content.strip()]
         if not spoken:
@@ -255,7 +255,7 @@ class LMWriter:
         )
         return ops, plan, [episode.id for episode in requests]
 
-    def _fail(self, episodes: Sequence[Episode], run: WriteRun, error: str) -> AddResult:
+    def _fail(self, episodes: Sequence[Episode], run: RunDraft, error: str) -> AddResult:
         """The program failed: keep the episodes searchable as raw turns, marked failed."""
         logger.warning("write program failed; episodes kept as raw turns for reprocess(): %s", error)
         ids = [episode.id for episode in episodes]

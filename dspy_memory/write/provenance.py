@@ -24,7 +24,7 @@ from dspy_memory.write.validate import Plan
 
 
 @dataclass
-class WriteRun:
+class RunDraft:
     """A run of the write program over one batch, filled in as it goes: the candidates and the
     answer of its last attempt (a conflict plans again), and the plan validation made of it."""
 
@@ -117,7 +117,7 @@ class WriteRun:
 
 
 def log_run(
-    store: Store, run: WriteRun, *, applied: int, error: str | None, made: Made | None = None
+    store: Store, run: RunDraft, *, applied: int, error: str | None, made: Made | None = None
 ) -> None:
     """Log the run with what it saw and proposed, and the feedback its operations carry, in one
     transaction (the applying one, when called from `PlanApplier.apply`'s `log_run`)."""

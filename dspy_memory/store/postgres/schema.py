@@ -306,6 +306,7 @@ LATER: dict[int, tuple[str, ...]] = {
             refused {T},
             PRIMARY KEY (write_run_id, op_index)
         )""",
+        "CREATE INDEX write_run_candidates_memory ON write_run_candidates (memory_id, version)",
         "CREATE INDEX write_run_ops_memory ON write_run_ops (memory_id, version) WHERE memory_id IS NOT NULL",
         f"""CREATE TABLE feedback (
             id {T} PRIMARY KEY,

@@ -223,6 +223,7 @@ _V9 = (
         refused TEXT,
         PRIMARY KEY (write_run_id, op_index)
     ) WITHOUT ROWID""",
+    "CREATE INDEX write_run_candidates_memory ON write_run_candidates (memory_id, version)",
     "CREATE INDEX write_run_ops_memory ON write_run_ops (memory_id, version) WHERE memory_id IS NOT NULL",
     f"""CREATE TABLE feedback (
         id TEXT PRIMARY KEY,
