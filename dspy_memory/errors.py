@@ -107,3 +107,9 @@ class VerificationError(BackupError):
     def __init__(self, message: str, *, check: object = None) -> None:
         super().__init__(message)
         self.check = check
+
+
+class InsufficientFeedbackError(DSPyMemoryError, ValueError):
+    """Too little feedback to compile the write program from it (and to check the result on
+    feedback it did not train on). Give verdicts (`memory.feedback`) and corrections
+    (`memory.update(..., reason=)`) on memories the write program made, then try again."""

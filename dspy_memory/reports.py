@@ -162,3 +162,26 @@ class AuditVerification(BaseModel):
     @property
     def first_problem(self) -> AuditProblem | None:
         return self.problems[0] if self.problems else None
+
+
+class FeedbackOptimization(BaseModel):
+    """What `Memory.learn_from_feedback()` (`dspy-memory optimize write --from-feedback`) did:
+    how many feedback records became examples (train, dev, held out; `skipped`: why the others
+    did not), the program in use and the first seed's compile on the held-out examples, the
+    seed table (`summary`: mean [min, max] over seeds, the paired 95% interval, the verdict),
+    and whether the compiled program was installed (`path`) and why."""
+
+    program: str
+    mode: str
+    optimizer: str
+    seeds: list[int]
+    examples: dict[str, int]
+    records: int
+    skipped: dict[str, int] = Field(default_factory=dict)
+    in_use_score: float
+    compiled_score: float
+    summary: dict[str, Any]
+    installed: bool
+    forced: bool = False
+    path: str | None = None
+    reason: str

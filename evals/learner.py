@@ -1,64 +1,62 @@
-"""A fake LM that learns only from the demonstrations an optimizer puts in its prompt.
+"""A fake LM that can only copy its demonstrations: the student of the offline optimization runs.
 
 Offline tests and `python -m evals.optimize_offline` need a student whose score can change only
-through the prompt an optimizer builds, and whose rules a reviewer can read in one sitting. This
-LM knows no answers, situations or labels; nothing in it names an action to choose for a case.
+through the demonstrations an optimizer puts in its prompt, and whose code a reviewer can read in
+one sitting and find no knowledge of any task in. This learner knows no signature, field name,
+action, label, date or grammar. It sees values: strings, numbers, lists and objects.
 
 1. It reads the demonstrations the adapter put in the prompt (as `dspy_memory.testing` sees
-   them: the demos the adapter formatted, not the prompt's text). A demo that lacks the
+   them: the demos the adapter formatted, not the prompt's text). A demo that lacks one of the
    current signature's input or output fields (a demo of another signature) is ignored.
-2. It finds the nearest demonstration: the one whose input values share the largest fraction of
+2. It picks the nearest demonstration: the one whose input values share the largest fraction of
    their words with the current input's (Jaccard similarity of lower-cased word sets; the
-   earliest demo wins a tie). No demo shares a word: it answers with the naive policy (4).
-3. It imitates that demonstration, re-bound to the current input by one generic rule per kind
-   of output:
-   - operations (`ops`): the demo's actions, in order, one per fact (the new facts; for the
-     fused write program, which has none, each turn stands for a fact). A demo op with a
-     target names the memory at some rank when the demo's memories are ordered by how many
-     words they share with the demo op's fact (input order breaks ties); the copy targets the
-     current memory at the same rank for the current fact. Fields of the new content come from
-     the current fact; flags (booleans) from the demo op. An op that cannot be bound (no memory
-     at that rank) and a fact the demo has no op for get the naive answer.
-   - search plans (`plan`): the question itself is the only query. If the demo planned an
-     as_of date, the copy plans one that stands to the current question's period ("in 2022",
-     "June 2023", "early March 2024", "spring 2023") as the demo's date stood to the demo
-     question's period: at the same fraction of its length. A demo question without a period
-     relates its date to its `today`: the copy keeps the same distance from the current today.
-     A current question without a period gets no as_of when the demo's had one.
-   - groups of aliases (an output listing items that carry `aliases`, e.g. `decisions`): the
-     demo's items, in order. A demo item covers the demo's memories (the input items that carry
-     an `alias`) at some ranks when those are ordered by how many words each shares with the
-     others (input order breaks ties); the copy covers the current memories at the same ranks
-     (a rank past the end is dropped, and an item left with none). Where the demo item had a
-     `content`, the copy's is the covered memories' contents joined (so it keeps every word
-     they hold); other fields come from the demo item.
-   - any other output: the demo's value, unchanged.
-4. The naive policy, without a usable demonstration: ADD every fact; search for the question
-   with no as_of; for other signatures (MIPROv2's proposers, SIMBA's advice) a fixed valid
-   value of each output's type; to a prompt without DSPy fields (GEPA's reflection) it returns
-   the instruction it was given, unchanged.
+   earliest demo wins a tie), if that fraction is at least `MIN_SIMILARITY`. A demo that shares
+   less (nothing but a few common words) is not imitated.
+3. It copies that demonstration's outputs and re-binds every value in them to the current input:
+   - a value equal to a value of the demo's inputs (a number or a whole string) becomes the
+     value at the same place in the current inputs. Items of an input list are matched by
+     rank: each list's items are ranked by how many words they share with the rest of the
+     input, then with the list's other items (most first, position breaks ties), and the demo's
+     item at rank r stands for the current item at rank r. A place the current input does not
+     have keeps the demo's value.
+   - any other string is copied word by word; a word that occurs in a string of the demo's
+     inputs becomes the word that stands in its place in the current input's string at the
+     same place (the two strings aligned word by word, difflib's matching blocks; inside a
+     replaced stretch, the current word of the same shape nearest in position; shape: digits
+     and their count, or letters and their case). A word with no counterpart is kept.
+   - everything else (booleans, null, object keys, the length of every list) is copied as is.
+4. Without a demonstration to imitate it answers a fixed minimal value of each output's type:
+   an empty list or object, null where the type allows it, 0, False, and a fixed sentence for
+   text; the same for every task (`naive_lm` answers only this). To a prompt without DSPy fields
+   (GEPA's reflection) it returns the instruction it was given, unchanged.
 
-It does not read instructions, so an optimizer that only rewrites instructions cannot change its
-score: that is a property of this learner, not of the optimizer (a real LM reads instructions).
+It does not read instructions, so an optimizer that only rewrites them cannot change its score:
+that is a property of this learner, not of the optimizer (a real LM reads instructions).
 """
 
 from __future__ import annotations
 
-import calendar
+import difflib
 import functools
 import re
+import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import date, timedelta
 from typing import Any
 
 from dspy_memory.testing import LMCall, ScriptedEngine, _AsyncScriptedEngine, watch_adapters
-from dspy_memory.write.validate import NEEDS_CONTENT
+
+# A demo sharing less than this fraction of its words with the current input is not imitated.
+# Fixed before any score was computed (tests/test_learner.py shows where task inputs fall).
+MIN_SIMILARITY = 0.15
+FIXED_TEXT = "As in the examples."
 
 _WORD = re.compile(r"[a-z]+|\d+")
+_TOKEN = re.compile(r"[A-Za-z]+|\d+")
 _FENCED = re.compile(r"```\n?(.*?)\n?```", re.DOTALL)
-_OP_FIELDS = ("content", "kind", "subject", "predicate", "object", "valid_at", "invalid_at")
+
+Path = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -71,7 +69,7 @@ class Demonstration:
         return words(self.inputs)
 
 
-# -- reading the demonstrations -----------------------------------------------------------------
+# -- reading and choosing a demonstration ------------------------------------------------------
 
 
 def demonstrations(call: LMCall) -> list[Demonstration]:
@@ -99,261 +97,210 @@ def words(value: Any) -> set[str]:
     return set()
 
 
+def similarity(mine: set[str], theirs: set[str]) -> float:
+    union = mine | theirs
+    return len(mine & theirs) / len(union) if union else 0.0
+
+
 def nearest(inputs: dict[str, Any], demos: list[Demonstration]) -> Demonstration | None:
-    """The demo whose input words overlap most with `inputs` (Jaccard); None when none shares a word."""
+    """The demo whose input words overlap most with `inputs` (Jaccard), if at least MIN_SIMILARITY."""
     mine = words(inputs)
-    best, best_score = None, 0.0
+    best, best_score = None, MIN_SIMILARITY
     for demo in demos:
-        theirs = demo.input_words
-        union = mine | theirs
-        score = len(mine & theirs) / len(union) if union else 0.0
-        if score > best_score:
+        score = similarity(mine, demo.input_words)
+        if score >= best_score and (best is None or score > best_score):
             best, best_score = demo, score
     return best
 
 
-# -- operations --------------------------------------------------------------------------------
+# -- re-binding a demonstration's outputs to the current input ---------------------------------
 
 
-def _facts(inputs: dict[str, Any]) -> list[dict[str, Any]]:
-    """The new facts; for the fused write program each turn stands for one."""
-    facts = inputs.get("new_facts")
-    if isinstance(facts, list):
-        return [fact for fact in facts if isinstance(fact, dict)]
-    turns = inputs.get("turns")
-    if not isinstance(turns, list):
-        return []
-    return [
-        {
-            "content": turn.get("text"),
-            "subject": turn.get("speaker"),
-            "valid_at": str(turn.get("time", ""))[:10],
-        }
-        for turn in turns
-        if isinstance(turn, dict) and turn.get("text")
-    ]
+def leaves(value: Any, path: Path = ()) -> Iterator[tuple[Path, Any]]:
+    """(path, value) of every number and string inside `value`, in order."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from leaves(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from leaves(item, (*path, index))
+    elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        yield path, value
 
 
-def _memories(inputs: dict[str, Any]) -> list[dict[str, Any]]:
-    memories = inputs.get("existing_memories")
-    return [m for m in memories if isinstance(m, dict)] if isinstance(memories, list) else []
+def _at(value: Any, path: Path) -> Any:
+    for step in path:
+        if isinstance(value, dict) and step in value:
+            value = value[step]
+        elif isinstance(value, list) and isinstance(step, int) and step < len(value):
+            value = value[step]
+        else:
+            raise LookupError(path)
+    return value
 
 
-def _ranked(memories: list[dict[str, Any]], anchor: set[str]) -> list[dict[str, Any]]:
-    """Memories by how many words they share with `anchor`, most first; input order breaks ties."""
-    order = sorted(range(len(memories)), key=lambda i: (-len(words(memories[i]) & anchor), i))
-    return [memories[i] for i in order]
+def _ranks(items: list[Any], rest: set[str]) -> list[int]:
+    """Item indexes by how many words each shares with `rest`, most first; then by how many it
+    shares with the list's other items; position breaks ties."""
+    own = [words(item) for item in items]
+
+    def kinship(i: int) -> int:
+        return sum(len(own[i] & theirs) for j, theirs in enumerate(own) if j != i)
+
+    return sorted(range(len(items)), key=lambda i: (-len(own[i] & rest), -kinship(i), i))
 
 
-def _added(fact: dict[str, Any]) -> dict[str, Any]:
-    return {"action": "ADD", **_content_of(fact)}
+def _shape(token: str) -> tuple[str, int | bool]:
+    if token.isdigit():
+        return "digits", len(token)
+    return "letters", token[:1].isupper()
 
 
-def _content_of(fact: dict[str, Any]) -> dict[str, Any]:
-    return {key: fact[key] for key in _OP_FIELDS if fact.get(key) not in (None, "")}
+def _tokens(text: str) -> list[str]:
+    return _TOKEN.findall(text)
 
 
-def naive_ops(inputs: dict[str, Any]) -> list[dict[str, Any]]:
-    return [_added(fact) for fact in _facts(inputs)]
+class Binding:
+    """Where each place of the demo's inputs is in the current inputs."""
 
+    def __init__(self, demo: dict[str, Any], current: dict[str, Any]) -> None:
+        self.demo, self.current = demo, current
+        self._places = list(leaves(demo))
+        self._rankings: dict[Path, tuple[list[int], list[int]]] = {}
 
-def imitate_ops(inputs: dict[str, Any], demo: Demonstration) -> list[dict[str, Any]]:
-    demo_ops = demo.outputs.get("ops")
-    if not isinstance(demo_ops, list):
-        return naive_ops(inputs)
-    facts, memories = _facts(inputs), _memories(inputs)
-    demo_facts, demo_memories = _facts(demo.inputs), _memories(demo.inputs)
-    rest = words({k: v for k, v in inputs.items() if k != "existing_memories"})
-    demo_rest = words({k: v for k, v in demo.inputs.items() if k != "existing_memories"})
-    demo_ops = [op for op in demo_ops if isinstance(op, dict)]
-    ops = []
-    for index, demo_op in enumerate(demo_ops):
-        fact = facts[min(index, len(facts) - 1)] if facts else None
-        demo_fact = demo_facts[min(index, len(demo_facts) - 1)] if demo_facts else None
-        op = _bound(demo_op, fact, demo_fact, memories, demo_memories, rest, demo_rest)
-        if op is not None:
-            ops.append(op)
-        elif fact is not None and index < len(facts):
-            ops.append(_added(fact))
-    ops += [_added(fact) for fact in facts[len(demo_ops) :]]
-    return ops
+    def place(self, path: Path) -> Path | None:
+        """The current input's path standing for the demo's `path` (None: it has none)."""
+        mapped: list[Any] = []
+        demo, current = self.demo, self.current
+        for depth, step in enumerate(path):
+            if isinstance(step, int) and isinstance(demo, list):
+                if not isinstance(current, list):
+                    return None
+                step = self._counterpart(path[:depth], demo, current, step)
+                if step is None:
+                    return None
+            elif not (isinstance(current, dict) and step in current):
+                return None
+            mapped.append(step)
+            demo, current = demo[path[depth]], current[step]
+        return tuple(mapped)
 
+    def _counterpart(self, where: Path, demo: list[Any], current: list[Any], index: int) -> int | None:
+        if where not in self._rankings:
+            self._rankings[where] = (
+                _ranks(demo, words(_without(self.demo, where))),
+                _ranks(current, words(_without(self.current, where))),
+            )
+        demo_ranked, ranked = self._rankings[where]
+        rank = demo_ranked.index(index)
+        return ranked[rank] if rank < len(ranked) else None
 
-def _bound(
-    demo_op: dict[str, Any],
-    fact: dict[str, Any] | None,
-    demo_fact: dict[str, Any] | None,
-    memories: list[dict[str, Any]],
-    demo_memories: list[dict[str, Any]],
-    rest: set[str],
-    demo_rest: set[str],
-) -> dict[str, Any] | None:
-    action = str(demo_op.get("action", "")).upper()
-    op: dict[str, Any] = {"action": action}
-    op.update({key: value for key, value in demo_op.items() if isinstance(value, bool)})
-    if demo_op.get("target") is not None:
-        demo_ranked = _ranked(demo_memories, words(demo_fact) if demo_fact else demo_rest)
-        rank = next((i for i, m in enumerate(demo_ranked) if m.get("alias") == demo_op["target"]), None)
-        ranked = _ranked(memories, words(fact) if fact else rest)
-        if rank is None or rank >= len(ranked):
-            return None
-        op["target"] = ranked[rank].get("alias")
-    if action in NEEDS_CONTENT:
-        if fact is None:
-            return None
-        op.update(_content_of(fact))
-    return op
-
-
-# -- search plans ------------------------------------------------------------------------------
-
-_MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
-_MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
-# Meteorological seasons as (first month, months long); winter runs into the next year.
-_SEASONS = {"spring": (3, 3), "summer": (6, 3), "autumn": (9, 3), "fall": (9, 3), "winter": (12, 3)}
-_PARTS = {"early": (0.0, 1 / 3), "mid": (1 / 3, 2 / 3), "late": (2 / 3, 1.0)}
-_PERIOD = re.compile(
-    r"\b(?:(early|mid|late)[\s-]+)?(?:("
-    + "|".join(sorted({*_MONTHS, *_SEASONS}, key=len, reverse=True))
-    + r")\.?\s+(?:of\s+)?)?((?:19|20)\d{2})\b|\b(last|this)\s+year\b",
-    re.IGNORECASE,
-)
-
-
-def _day(value: Any) -> date | None:
-    match = re.match(r"(\d{4})-(\d{2})-(\d{2})", str(value or ""))
-    if not match:
-        return None
-    try:
-        return date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
-    except ValueError:
-        return None
-
-
-def _months_later(start: date, months: int) -> date:
-    index = start.month - 1 + months
-    return date(start.year + index // 12, index % 12 + 1, 1)
-
-
-def period(question: str, today: date | None) -> tuple[date, date] | None:
-    """The first period a question names, as (first day, last day)."""
-    match = _PERIOD.search(question)
-    if not match:
-        return None
-    part, name, year, relative = match.groups()
-    if relative:
-        if today is None:
-            return None
-        year = str(today.year - (relative.lower() == "last"))
-    start, length = date(int(year), 1, 1), 12
-    if name:
-        name = name.lower()
-        first, length = _SEASONS.get(name, (_MONTHS.get(name, 1), 1))
-        start = date(int(year), first, 1)
-    end = _months_later(start, length) - timedelta(days=1)
-    if part:
-        low, high = _PARTS[part.lower()]
-        days = (end - start).days
-        start, end = start + timedelta(days=round(days * low)), start + timedelta(days=round(days * high))
-    return start, end
-
-
-def naive_plan(inputs: dict[str, Any]) -> dict[str, Any]:
-    return {"queries": [str(inputs.get("question", ""))], "as_of": None}
-
-
-def imitate_plan(inputs: dict[str, Any], demo: Demonstration) -> dict[str, Any]:
-    plan = naive_plan(inputs)
-    demo_plan = demo.outputs.get("plan")
-    planned = _day(demo_plan.get("as_of")) if isinstance(demo_plan, dict) else None
-    if planned is None:
-        return plan
-    demo_today, today = _day(demo.inputs.get("today")), _day(inputs.get("today"))
-    demo_period = period(str(demo.inputs.get("question", "")), demo_today)
-    if demo_period is None:
-        if demo_today is not None and today is not None:
-            plan["as_of"] = (today + (planned - demo_today)).isoformat()
-        return plan
-    current = period(str(inputs.get("question", "")), today)
-    if current is None:
-        return plan
-    span = (demo_period[1] - demo_period[0]).days
-    share = (planned - demo_period[0]).days / span if span else 0.0
-    plan["as_of"] = (current[0] + timedelta(days=round(share * (current[1] - current[0]).days))).isoformat()
-    return plan
-
-
-# -- groups of aliases -------------------------------------------------------------------------
-
-
-def _aliased(inputs: dict[str, Any]) -> list[dict[str, Any]]:
-    """The input list whose items carry an `alias`."""
-    for value in inputs.values():
-        if isinstance(value, list) and value and all(isinstance(i, dict) and "alias" in i for i in value):
+    def rebind(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: self.rebind(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.rebind(item) for item in value]
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             return value
-    return []
+        for path, seen in self._places:
+            if seen == value and type(seen) is type(value):
+                place = self.place(path)
+                return _at(self.current, place) if place is not None else value
+        return self._rebind_words(value) if isinstance(value, str) else value
+
+    def _rebind_words(self, text: str) -> str:
+        return _TOKEN.sub(lambda match: self._word(match.group(0)), text)
+
+    def _word(self, token: str) -> str:
+        for path, seen in self._places:
+            if not isinstance(seen, str):
+                continue
+            demo_tokens = _tokens(seen)
+            if token not in demo_tokens:
+                continue
+            place = self.place(path)
+            counterpart = _at(self.current, place) if place is not None else None
+            if not isinstance(counterpart, str):
+                continue
+            found = _aligned(demo_tokens, _tokens(counterpart), demo_tokens.index(token))
+            if found is not None:
+                return found
+        return token
 
 
-def _by_kinship(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Items by how many words each shares with the others, most first; input order breaks ties."""
-    sets = [words(item) for item in items]
-    shared = [
-        sum(len(mine & theirs) for j, theirs in enumerate(sets) if j != i) for i, mine in enumerate(sets)
-    ]
-    return [items[i] for i in sorted(range(len(items)), key=lambda i: (-shared[i], i))]
+def _without(value: dict[str, Any], where: Path) -> Any:
+    """`value` with the list at `where` left out (the rest of the input, for ranking)."""
+    if not where:
+        return None
+    if len(where) == 1:
+        return {key: item for key, item in value.items() if key != where[0]}
+    head, *tail = where
+    if isinstance(value, dict):
+        return {key: (_without(item, tuple(tail)) if key == head else item) for key, item in value.items()}
+    return [(_without(item, tuple(tail)) if index == head else item) for index, item in enumerate(value)]
 
 
-def _grouping(value: Any) -> bool:
-    return isinstance(value, list) and any(isinstance(item, dict) and "aliases" in item for item in value)
-
-
-def imitate_groups(
-    inputs: dict[str, Any], demo: Demonstration, demo_items: list[Any]
-) -> list[dict[str, Any]]:
-    current = _by_kinship(_aliased(inputs))
-    rank = {item.get("alias"): i for i, item in enumerate(_by_kinship(_aliased(demo.inputs)))}
-    copies = []
-    for item in demo_items:
-        aliases = item.get("aliases") if isinstance(item, dict) else None
-        covered = [current[rank[a]] for a in aliases or [] if a in rank and rank[a] < len(current)]
-        if not covered:
+def _aligned(demo: list[str], current: list[str], index: int) -> str | None:
+    """The token of `current` standing where `demo[index]` stands, or None."""
+    matcher = difflib.SequenceMatcher(None, demo, current, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if not i1 <= index < i2:
             continue
-        copy = {**item, "aliases": [memory.get("alias") for memory in covered]}
-        if item.get("content"):
-            copy["content"] = " ".join(str(memory.get("content", "")) for memory in covered)
-        copies.append(copy)
-    return copies
+        if tag == "equal":
+            return current[j1 + index - i1]
+        if tag == "replace":
+            shape = _shape(demo[index])
+            candidates = [j for j in range(j1, j2) if _shape(current[j]) == shape]
+            if candidates:
+                relative = (index - i1) / max(i2 - i1, 1)
+                return current[min(candidates, key=lambda j: abs((j - j1) / max(j2 - j1, 1) - relative))]
+        return None
+    return None
 
 
-# -- everything else ---------------------------------------------------------------------------
+# -- without a demonstration -------------------------------------------------------------------
 
 
-def _empty(annotation: Any) -> Any:
-    """A fixed valid value of a DSPy output type."""
-    kind = typing.get_origin(annotation) or annotation
+def minimal(annotation: Any) -> Any:
+    """A fixed minimal valid value of a DSPy output type."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        arguments = typing.get_args(annotation)
+        return None if type(None) in arguments else minimal(arguments[0])
+    if origin is typing.Literal:
+        return typing.get_args(annotation)[0]
+    kind = origin or annotation
     if kind in (list, tuple, set):
         return []
     if kind is dict:
         return {}
     if kind is bool:
-        return True
+        return False
     if kind in (int, float):
         return 0
-    return "As in the examples."
+    fields = getattr(annotation, "model_fields", None)
+    if fields is not None:  # a pydantic model: its defaults, and minimal values for the rest
+        return {
+            name: (
+                info.get_default(call_default_factory=True)
+                if not info.is_required()
+                else minimal(info.annotation)
+            )
+            for name, info in fields.items()
+        }
+    return FIXED_TEXT
+
+
+def naive(call: LMCall) -> dict[str, Any]:
+    return {name: minimal(annotation) for name, annotation in call.output_types.items()}
 
 
 def answer(call: LMCall, demos: list[Demonstration]) -> dict[str, Any]:
     demo = nearest(call.inputs, demos)
-    if "ops" in call.output_fields:
-        return {"ops": imitate_ops(call.inputs, demo) if demo else naive_ops(call.inputs)}
-    if "plan" in call.output_fields:
-        return {"plan": imitate_plan(call.inputs, demo) if demo else naive_plan(call.inputs)}
-    if demo is not None:
-        return {
-            name: imitate_groups(call.inputs, demo, value) if _grouping(value) else value
-            for name, value in demo.outputs.items()
-        }
-    return {name: _empty(annotation) for name, annotation in call.output_types.items()}
+    if demo is None:
+        return naive(call)
+    binding = Binding(demo.inputs, call.inputs)
+    return {name: binding.rebind(value) for name, value in demo.outputs.items()}
 
 
 def reflection(prompt: str) -> str:
@@ -364,12 +311,16 @@ def reflection(prompt: str) -> str:
 
 
 class LearnerEngine(ScriptedEngine):
-    """The engine of `learner_lm`: ScriptedEngine's token counting, answering by `answer`.
-    `rules(call)`, when given, answers first (None: it does not know that signature)."""
+    """The engine of `learner_lm`: ScriptedEngine's token counting, answering by `answer`
+    (`naive` with demos=False). `rules(call)`, when given, answers first (None: it does not know
+    that signature)."""
 
-    def __init__(self, rules: Callable[[LMCall], Mapping[str, Any] | None] | None = None) -> None:
+    def __init__(
+        self, rules: Callable[[LMCall], Mapping[str, Any] | None] | None = None, *, demos: bool = True
+    ) -> None:
         super().__init__(responder=self._respond)
         self.rules = rules
+        self.reads_demos = demos
 
     def _respond(self, call: LMCall) -> Any:
         ruled = self.rules(call) if self.rules is not None else None
@@ -377,7 +328,14 @@ class LearnerEngine(ScriptedEngine):
             return ruled
         if not call.output_fields:
             return reflection(call.prompt)
-        return answer(call, demonstrations(call))
+        return answer(call, demonstrations(call) if self.reads_demos else [])
+
+
+def _lm(engine: LearnerEngine, model: str) -> Any:
+    import dspy
+
+    watch_adapters()
+    return dspy.LM(model, engine=engine, async_engine=_AsyncScriptedEngine(engine), cache=False)
 
 
 def learner_lm(
@@ -387,8 +345,9 @@ def learner_lm(
 
     With `rules` it is a rule-based teacher for offline runs: the rules answer the signatures
     they know, the learner's behaviour covers the rest (proposers, reflection)."""
-    import dspy
+    return _lm(LearnerEngine(rules), model)
 
-    watch_adapters()
-    engine = LearnerEngine(rules)
-    return dspy.LM(model, engine=engine, async_engine=_AsyncScriptedEngine(engine), cache=False)
+
+def naive_lm(model: str = "learner/naive") -> Any:
+    """The learner with its demonstrations hidden: the fixed minimal answer to every call (4.)."""
+    return _lm(LearnerEngine(demos=False), model)

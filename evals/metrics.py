@@ -10,10 +10,12 @@ import math
 import re
 import string
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
+from dspy_memory.learn.metric import op_accuracy  # noqa: F401  (re-exported: the library holds the one implementation)
 
 # -- retrieval ---------------------------------------------------------------------------------
 
@@ -142,35 +144,3 @@ def match_facts(
     recall = len(matches) / len(reference)
     f1 = 0.0 if not matches else 2 * precision * recall / (precision + recall)
     return {"precision": precision, "recall": recall, "f1": f1, "matches": matches}
-
-
-# -- reconcile operations ----------------------------------------------------------------------
-
-
-def op_accuracy(
-    predicted: Sequence[Mapping[str, Any]], expected: Sequence[Mapping[str, Any]]
-) -> dict[str, float]:
-    """How well predicted operations match the expected ones, as multisets of (action, target):
-    `exact` is 1 when they are the same, `f1` gives partial credit; `action_f1` ignores targets.
-    ADD has no target; NOOP, UPDATE, INVALIDATE and DELETE must name the right alias."""
-
-    def keys(ops: Sequence[Mapping[str, Any]], with_target: bool) -> Counter[tuple[Any, ...]]:
-        return Counter(
-            (str(op.get("action", "")).upper(), op.get("target") if with_target else None) for op in ops
-        )
-
-    def f1(a: Counter[tuple[Any, ...]], b: Counter[tuple[Any, ...]]) -> float:
-        if not a and not b:
-            return 1.0
-        common = sum((a & b).values())
-        if common == 0:
-            return 0.0
-        precision, recall = common / sum(a.values()), common / sum(b.values())
-        return 2 * precision * recall / (precision + recall)
-
-    p, e = keys(predicted, True), keys(expected, True)
-    return {
-        "exact": float(p == e),
-        "f1": f1(p, e),
-        "action_f1": f1(keys(predicted, False), keys(expected, False)),
-    }

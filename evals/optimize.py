@@ -27,38 +27,40 @@ both. --reflection-lm is GEPA's reflection model (default: the teacher, else the
 Prints dev and test scores before and after and the compile's cost (LM calls and prompt and
 completion tokens per role, wall time), saves the compiled program to --out and the numbers
 next to it (NAME.optimize.json); `Memory(path, programs="programs/")` loads the program (see
-programs_in_use).
+programs_in_use). One compile is an anecdote: --seeds N compiles N times (each seed shuffles
+the train order and seeds the optimizer) and prints the compiled mean [min, max] on test next to
+the uncompiled program, with a paired 95% interval of the difference; a gain is shown only when
+the interval excludes 0 (the first seed's program is saved).
 """
 
 from __future__ import annotations
 
 import argparse
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from dspy.utils.callback import BaseCallback
-from dspy.utils.usage_tracker import UsageTracker
-
+from dspy_memory.learn.optimizers import OPTIMIZERS, CostMeter, scored
+from dspy_memory.learn.optimizers import compile_program as compile_with
+from dspy_memory.learn.seeded import compile_seeds
+from dspy_memory.learn.stats import describe
 from evals.report import machine, table, write_json
 from evals.tasks import TASK_NAMES, Task, get_task, split_examples
 
-OPTIMIZERS = ("bootstrap", "mipro", "gepa", "simba")
-ROLES = ("student", "teacher", "proposer", "reflection")
+
+def per_example(
+    program: Any, examples: list[Any], lm: Any, *, metric: Any = None, threads: int = 1
+) -> list[float]:
+    """The metric of `program` on each of `examples` (default metric: exact operations)."""
+    from evals.tasks import ops_metric
+
+    return scored(program, examples, lm, metric=metric or ops_metric, threads=threads)
 
 
 def evaluate(program: Any, examples: list[Any], lm: Any, *, metric: Any = None, threads: int = 1) -> float:
     """Mean metric of `program` on `examples`, 0-100 (default metric: exact operations)."""
-    import dspy
-
-    from evals.tasks import ops_metric
-
-    with dspy.context(lm=lm):
-        evaluation = dspy.Evaluate(
-            devset=examples, metric=metric or ops_metric, num_threads=threads, display_progress=False
-        )
-        return float(evaluation(program).score)
+    scores = per_example(program, examples, lm, metric=metric, threads=threads)
+    return 100.0 * sum(scores) / len(scores) if scores else 0.0
 
 
 def scores(
@@ -71,65 +73,6 @@ def scores(
         else None
         for part in ("dev", "test")
     }
-
-
-class CostMeter(UsageTracker):
-    """LM calls and tokens per role while it is DSPy's usage tracker.
-
-    `tag(lm, role)` returns a copy of `lm` whose calls count for `role`: a callback on the copy
-    names the role while a call runs (copies an optimizer makes keep the callback), and DSPy
-    reports the call's usage here from the same thread. DSPy gives each worker thread a deep
-    copy of the tracker; this one hands out itself, so no thread's calls are lost. Calls are
-    counted when they start (cache hits included); tokens are what the LM reported.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._lock = threading.Lock()
-        self._current = threading.local()
-        self.roles: dict[str, dict[str, int]] = {}
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> CostMeter:
-        return self
-
-    def tag(self, lm: Any, role: str) -> Any:
-        tagged = lm.copy()
-        tagged.callbacks = [*tagged.callbacks, _RoleCallback(self, role)]
-        return tagged
-
-    def _count(self, role: str, **amounts: int) -> None:
-        with self._lock:
-            counts = self.roles.setdefault(role, {"lm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
-            for key, amount in amounts.items():
-                counts[key] += amount
-
-    def add_usage(self, lm: str, usage_entry: dict[str, Any]) -> None:
-        super().add_usage(lm, usage_entry)
-        self._count(
-            getattr(self._current, "role", None) or "untagged",
-            prompt_tokens=int(usage_entry.get("prompt_tokens") or 0),
-            completion_tokens=int(usage_entry.get("completion_tokens") or 0),
-        )
-
-    def summary(self) -> dict[str, dict[str, int]]:
-        roles = {role: dict(self.roles[role]) for role in [*ROLES, *sorted(self.roles)] if role in self.roles}
-        roles["total"] = {
-            key: sum(counts[key] for counts in self.roles.values())
-            for key in ("lm_calls", "prompt_tokens", "completion_tokens")
-        }
-        return roles
-
-
-class _RoleCallback(BaseCallback):
-    def __init__(self, meter: CostMeter, role: str) -> None:
-        self.meter, self.role = meter, role
-
-    def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
-        self.meter._current.role = self.role
-        self.meter._count(self.role, lm_calls=1)
-
-    def on_lm_end(self, call_id: str, outputs: Any, exception: BaseException | None = None) -> None:
-        self.meter._current.role = None
 
 
 def compile_program(
@@ -146,54 +89,22 @@ def compile_program(
     threads: int = 1,
     seed: int = 0,
 ) -> Any:
-    """`task`'s program compiled by `optimizer` on `trainset` (MIPROv2 and GEPA select on
-    `valset`); every LM's calls are counted by role in `meter`."""
-    import dspy
-
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
-    if optimizer in ("mipro", "gepa") and not valset:
-        raise ValueError(f"{optimizer} needs a dev set to select on; the split gave none")
-    meter = meter or CostMeter()
-    student = meter.tag(lm, "student")
-    teacher = meter.tag(teacher_lm, "teacher") if teacher_lm is not None else None
-    proposer = meter.tag(teacher_lm if teacher_lm is not None else lm, "proposer")
-    teacher_settings = {"lm": teacher} if teacher is not None else None
-    program = task.make_program()
-    with dspy.context(lm=student, usage_tracker=meter):
-        if optimizer == "bootstrap":
-            return dspy.BootstrapFewShot(
-                metric=task.metric,
-                teacher_settings=teacher_settings,
-                max_bootstrapped_demos=4,
-                max_labeled_demos=labeled_demos,
-            ).compile(program, trainset=trainset)
-        if optimizer == "mipro":
-            return dspy.MIPROv2(
-                metric=task.metric,
-                prompt_model=proposer,
-                task_model=student,
-                teacher_settings=teacher_settings,
-                max_bootstrapped_demos=4,
-                max_labeled_demos=labeled_demos,
-                auto="light",
-                num_threads=threads,
-                seed=seed,
-            ).compile(program, trainset=trainset, valset=valset)
-        if optimizer == "gepa":
-            reflection = meter.tag(reflection_lm or teacher_lm or lm, "reflection")
-            return dspy.GEPA(
-                metric=task.feedback, auto="light", reflection_lm=reflection, num_threads=threads, seed=seed
-            ).compile(program, trainset=trainset, valset=valset)
-        return dspy.SIMBA(
-            metric=task.metric,
-            max_steps=4,
-            max_demos=4,
-            prompt_model=proposer,
-            teacher_settings=teacher_settings,
-            num_threads=threads,
-            bsize=min(32, len(trainset)),
-        ).compile(program, trainset=trainset, seed=seed)
+    """`task`'s program compiled by `optimizer` on `trainset` (dspy_memory.learn.optimizers)."""
+    return compile_with(
+        task.make_program(),
+        optimizer,
+        trainset,
+        valset,
+        metric=task.metric,
+        feedback=task.feedback,
+        lm=lm,
+        teacher_lm=teacher_lm,
+        reflection_lm=reflection_lm,
+        meter=meter,
+        labeled_demos=labeled_demos,
+        threads=threads,
+        seed=seed,
+    )
 
 
 def run(
@@ -267,6 +178,63 @@ def run(
     return {**result, "compiled": compiled}
 
 
+def run_seeds(
+    task: Task,
+    optimizer: str,
+    splits: dict[str, list[Any]],
+    *,
+    lm: Any,
+    teacher_lm: Any = None,
+    reflection_lm: Any = None,
+    seeds: list[int],
+    labeled_demos: int = 8,
+    threads: int = 1,
+    out: str | Path,
+) -> dict[str, Any]:
+    """Compile once per seed on splits["train"], score each on test (dev when there is no test)
+    next to the uncompiled program, print the seed table; save the first seed's program to `out`
+    and every number to NAME.optimize.json beside it."""
+    heldout = "test" if splits.get("test") else "dev"
+    print(f"{task.name}: {optimizer}, seeds {seeds}, scored on {len(splits[heldout])} {heldout} examples")
+    measured = compile_seeds(
+        task.make_program,
+        optimizer,
+        splits["train"],
+        splits.get("dev") or [],
+        splits[heldout],
+        metric=task.metric,
+        feedback=task.feedback,
+        lm=lm,
+        teacher_lm=teacher_lm,
+        reflection_lm=reflection_lm,
+        seeds=seeds,
+        labeled_demos=labeled_demos,
+        threads=threads,
+    )
+    result = {
+        "program": task.name,
+        "optimizer": optimizer,
+        "lm": _name(lm),
+        "teacher_lm": _name(teacher_lm),
+        "reflection_lm": _name(reflection_lm),
+        "sizes": {part: len(items) for part, items in splits.items()},
+        "scored_on": heldout,
+        "seeds": seeds,
+        "summary": measured.summary,
+        "cost": measured.cost,
+        "compile_seconds": measured.seconds,
+        "saved_seed": seeds[0],
+        "machine": machine(),
+    }
+    print(describe(measured.summary))
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    measured.programs[seeds[0]].save(str(out))
+    numbers = write_json(out.with_name(out.stem + ".optimize.json"), result)
+    print(f"saved seed {seeds[0]}'s program to {out}, the numbers to {numbers}")
+    return {**result, "out": str(out), "compiled": measured.programs}
+
+
 def _name(lm: Any) -> str | None:
     return None if lm is None else str(getattr(lm, "model", type(lm).__name__))
 
@@ -311,7 +279,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--limit", type=int, default=None, help="use only the first N examples of each split")
     parser.add_argument("--labeled-demos", type=int, default=8, help="labeled demos per predictor (max)")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="the split's seed (and the compile's, with one)")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="compile N times (seeds 0..N-1 shuffle the train order and seed the optimizer) and print "
+        "the table against the uncompiled program: mean [min, max] and a paired 95%% interval "
+        "(5 or more for a claim); the first seed's program is saved",
+    )
     parser.add_argument(
         "--out", required=True, help="where to save the compiled program, e.g. programs/NAME.json"
     )
@@ -331,6 +307,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     splits = {part: items[: args.limit] for part, items in splits.items()}
     if Path(args.out).name != task.file:
         print(f"note: Memory(programs=...) looks for {task.file}; save it under that name to have it loaded")
+    if args.seeds > 1:
+        return run_seeds(
+            task,
+            args.optimizer,
+            splits,
+            lm=make_lm(args.lm),
+            teacher_lm=make_lm(args.teacher_lm) if args.teacher_lm else None,
+            reflection_lm=make_lm(args.reflection_lm) if args.reflection_lm else None,
+            seeds=list(range(args.seeds)),
+            labeled_demos=args.labeled_demos,
+            threads=args.threads,
+            out=args.out,
+        )
     return run(
         args.program,
         args.optimizer,

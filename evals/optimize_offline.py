@@ -1,25 +1,34 @@
-"""Every DSPy optimizer on the memory programs, offline, with a student that can only learn from
-the demonstrations in its prompt (the learner LM, evals/learner.py).
+"""Every DSPy optimizer on the memory programs, offline, over seeds, against the uncompiled
+program, with the ablations that remove what a gain would be credited to.
 
-    python -m evals.optimize_offline [--programs reconcile,write,query] [--optimizers ...]
+    python -m evals.optimize_offline --seeds 5 [--programs reconcile,write,query,consolidate]
+        [--optimizers bootstrap,mipro,gepa,simba] [--record]
 
-It measures what each optimizer's choice of prompt is worth to that student on the test split
-(template families, or scenarios, the optimizer never saw), and what the compile costs in LM
-calls, tokens and seconds. It does not measure what an optimizer does for a real model: the
-learner ignores instructions, so an optimizer that only rewrites them (GEPA) cannot move its
-score, and it imitates one demonstration, so the score is a floor on what demonstrations can
-teach, not a forecast.
+The student is the learner LM (evals/learner.py): it copies the nearest demonstration in its
+prompt, re-bound to the current input, and knows nothing of any task. Each compile runs once per
+seed: the seed shuffles the train order and is the optimizer's own seed. Every run is scored per
+test example (template families, or scenarios, the compile never saw) next to the uncompiled
+program on the same examples; the table gives the compiled mean [min, max] over seeds, the mean
+difference and its paired bootstrap 95% interval (examples and seeds resampled), and a verdict:
+a gain or a loss only when the interval excludes 0.
 
-Reconcile and write rows also score the test conversations of the LoCoMo reconcile slice
-(evals/reconcile_locomo.py; real dialogue, when the LoCoMo file is on this machine): whether what
-the templates taught carries to conversations nobody wrote for this set.
+Teachers: `none` (the student bootstraps its own demos; labeled demos come from train) or
+`rules` (evals/teachers.py: rules that know the task, as a stronger model would). GEPA runs
+without one; its reflection LM is the learner, which hands the instruction back unchanged.
 
-Teachers: `none` (the student bootstraps its own demos; labeled demos come from the train
-split), or `rules`, a rule-based teacher: the reconcile oracle's rules for operations (NOOP for a
-fact known word for word, INVALIDATE a changed one-valued relation, ADD otherwise) and, for
-search plans, as_of in the middle of the period the question names. GEPA runs without a teacher
-(it has none); its reflection LM is the learner, which hands the instruction back unchanged.
-Writes evals/results/optimize_offline.json and .png.
+Ablations, per program, per seed, scored the same way:
+- `bootstrap, labels shuffled`: BootstrapFewShot's demos with their outputs traded among them
+  (what is left is the labels' prior, not which label goes with which input);
+- `irrelevant demos`: 8 demos with made-up inputs and real train labels (evals/ablations.py).
+And for reconcile, the leak check: BootstrapFewShot on two pools of equal size, shuffled
+identically, that differ only in whether half of them are other cases of the test cases' own
+template families (evaluated on the rest of those families).
+
+It measures what an optimizer's choice of demonstrations is worth to a student that can only
+copy them; not what an optimizer does for a real model (the learner ignores instructions, so an
+instruction-only optimizer cannot move it). Writes evals/results/optimize_offline.json, .md and
+.png; --record also writes docs/results/optimize_offline.json and the tables in docs/evals.md
+(python -m evals.doc_tables).
 """
 
 from __future__ import annotations
@@ -28,96 +37,305 @@ import argparse
 import contextlib
 import io
 import logging
+import random
 import time
 from pathlib import Path
 from typing import Any
 
-from evals.learner import learner_lm, period
-from evals.optimize import OPTIMIZERS, evaluate, run
-from evals.report import RESULTS_DIR, machine, save, table
+from dspy_memory.learn.seeded import shuffled
+from dspy_memory.learn.stats import summary
+from evals.ablations import irrelevant_demos, shuffled_labels, with_demos
+from evals.learner import learner_lm
+from evals.optimize import OPTIMIZERS, CostMeter, compile_program, per_example
+from evals.report import RESULTS_DIR, command_line, machine, save, stage, table
 from evals.tasks import get_task, split_examples
+from evals.teachers import teacher
 
-PROGRAMS = ("reconcile", "write", "query")
+PROGRAMS = ("reconcile", "write", "query", "consolidate")
+TEACHERS = {
+    "bootstrap": ("none", "rules"),
+    "mipro": ("none", "rules"),
+    "gepa": ("none",),
+    "simba": ("none", "rules"),
+}
+RECORDED = Path(__file__).resolve().parent.parent / "docs" / "results" / "optimize_offline.json"
+ABLATION_DEMOS = 8
 
 
-def plan_rules(call: Any) -> dict[str, Any] | None:
-    """Search for the question; as_of in the middle of the period it names, if any."""
-    if "plan" not in call.output_fields:
-        return None
-    question = str(call.inputs.get("question", ""))
-    named = period(question, None)
-    as_of = None if named is None else (named[0] + (named[1] - named[0]) / 2).isoformat()
-    return {"plan": {"queries": [question], "as_of": as_of}}
+def _quietly(function: Any, *args: Any, **kwargs: Any) -> Any:
+    # The optimizers print every trial and progress bar; the table is the report.
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        return function(*args, **kwargs)
 
 
-def teacher(program: str, name: str) -> Any:
-    if name == "none":
-        return None
-    if program == "query":
-        return learner_lm("rules/teacher", rules=plan_rules)
-    from evals.reconcile import load_cases, oracle_responder
+def compile_seeded(
+    task: Any, optimizer: str, teacher_name: str, splits: dict[str, list[Any]], seed: int
+) -> dict[str, Any]:
+    """One compile: train shuffled by `seed`, the optimizer seeded with it; its cost."""
+    meter = CostMeter()
+    start = time.perf_counter()
+    compiled = _quietly(
+        compile_program,
+        task,
+        optimizer,
+        shuffled(splits["train"], seed),
+        splits["dev"],
+        lm=learner_lm(),
+        teacher_lm=teacher(task.name, teacher_name),
+        meter=meter,
+        seed=seed,
+    )
+    total = meter.summary()["total"]
+    return {
+        "compiled": compiled,
+        "seconds": time.perf_counter() - start,
+        "lm_calls": total["lm_calls"],
+        "tokens": total["prompt_tokens"] + total["completion_tokens"],
+        "demos": sum(len(predictor.demos) for _, predictor in compiled.named_predictors()),
+    }
 
-    oracle = oracle_responder(load_cases())
-    return learner_lm(
-        "rules/teacher", rules=lambda call: oracle(call) if "ops" in call.output_fields else None
+
+def _scored(task: Any, program: Any, examples: list[Any]) -> list[float]:
+    return _quietly(per_example, program, examples, learner_lm(), metric=task.metric)
+
+
+def measure(name: str, optimizers: list[str], seeds: list[int], *, dev: bool = True) -> dict[str, Any]:
+    """Every optimizer and teacher on `name`, once per seed, and the ablations (dev=False: test
+    scores only)."""
+    task = get_task(name, embedder=None)
+    splits = split_examples(task.examples(task.default_data, None))
+    uncompiled = task.make_program()
+    parts = ("dev", "test") if dev else ("test",)
+    baseline = {part: _scored(task, uncompiled, splits[part]) for part in parts}
+    rows, bootstrapped, runs_by_config = [], {}, []
+    for optimizer in optimizers:
+        for teacher_name in TEACHERS[optimizer]:
+            stage(f"{name}: {optimizer}, teacher {teacher_name}, seeds {seeds}")
+            runs = []
+            for seed in seeds:
+                compiled = compile_seeded(task, optimizer, teacher_name, splits, seed)
+                program = compiled.pop("compiled")
+                if (optimizer, teacher_name) == ("bootstrap", "none"):
+                    bootstrapped[seed] = program
+                runs.append(
+                    {
+                        "seed": seed,
+                        **compiled,
+                        **{part: _scored(task, program, splits[part]) for part in parts},
+                    }
+                )
+            rows.append(_row(name, optimizer, teacher_name, baseline, runs))
+            runs_by_config.append(((optimizer, teacher_name), [run["test"] for run in runs]))
+    stage(f"{name}: ablations")
+    ablations = {
+        "irrelevant demos": {
+            seed: with_demos(uncompiled, irrelevant_demos(splits["train"], count=ABLATION_DEMOS, seed=seed))
+            for seed in seeds
+        }
+    }
+    if bootstrapped:
+        ablations["bootstrap, labels shuffled"] = {
+            seed: shuffled_labels(program, seed=seed) for seed, program in bootstrapped.items()
+        }
+    compiled_runs = next((row for row in runs_by_config if row[0] == ("bootstrap", "none")), (None, None))[1]
+    ablation_rows = []
+    for ablation, programs in ablations.items():
+        tests = [_scored(task, program, splits["test"]) for program in programs.values()]
+        ablation_rows.append(
+            {
+                "program": name,
+                "ablation": ablation,
+                "seeds": list(programs),
+                "test": summary(baseline["test"], tests),
+                # Paired by seed with BootstrapFewShot's own demos: what the ablated part was worth.
+                "bootstrap_minus_ablation": summary(tests, compiled_runs) if compiled_runs else None,
+            }
+        )
+    return {
+        "program": name,
+        "sizes": {part: len(items) for part, items in splits.items()},
+        "rows": rows,
+        "ablations": ablation_rows,
+    }
+
+
+def _row(
+    name: str, optimizer: str, teacher_name: str, baseline: dict[str, list[float]], runs: list[dict[str, Any]]
+) -> dict[str, Any]:
+    cost = {
+        key: sum(run.get(key, 0) for run in runs) / len(runs)
+        for key in ("lm_calls", "tokens", "seconds", "demos")
+    }
+    return {
+        "program": name,
+        "optimizer": optimizer,
+        "teacher": teacher_name,
+        "seeds": [run["seed"] for run in runs],
+        "test": summary(baseline["test"], [run["test"] for run in runs]),
+        "dev": summary(baseline["dev"], [run["dev"] for run in runs]) if baseline.get("dev") else None,
+        "per_compile": cost,
+    }
+
+
+def leak_check(seeds: list[int]) -> dict[str, Any]:
+    """BootstrapFewShot on reconcile from two pools of one size, shuffled alike, that differ only
+    in whether half of the pool is other cases of the evaluated cases' own template families.
+
+    The test split's families are split case by case: every other case is evaluated, the rest
+    are the siblings. The pool without siblings puts train cases where the other has them."""
+    task = get_task("reconcile", embedder=None)
+    splits = split_examples(task.examples(task.default_data, None))
+    evaluated, siblings = [], []
+    for family in sorted({example.group for example in splits["test"]}):
+        cases = [example for example in splits["test"] if example.group == family]
+        evaluated += cases[::2]
+        siblings += cases[1::2]
+    runs: dict[str, list[list[float]]] = {"with siblings": [], "without siblings": []}
+    stage(f"reconcile: leak check, seeds {seeds}")
+    for seed in seeds:
+        train = shuffled(splits["train"], seed)
+        filler, spare = train[: len(siblings)], train[len(siblings) : 2 * len(siblings)]
+        slots = set(random.Random(seed).sample(range(2 * len(siblings)), len(siblings)))
+        pools: dict[str, list[Any]] = {"with siblings": [], "without siblings": []}
+        sibling_order, spare_order, filler_order = iter(shuffled(siblings, seed)), iter(spare), iter(filler)
+        for index in range(2 * len(siblings)):
+            if index in slots:
+                pools["with siblings"].append(next(sibling_order))
+                pools["without siblings"].append(next(spare_order))
+            else:
+                same = next(filler_order)
+                pools["with siblings"].append(same)
+                pools["without siblings"].append(same)
+        for pool, items in pools.items():
+            compiled = compile_seeded(task, "bootstrap", "none", {"train": items, "dev": []}, seed)[
+                "compiled"
+            ]
+            runs[pool].append(_scored(task, compiled, evaluated))
+    return {
+        "pool": 2 * len(siblings),
+        "siblings": len(siblings),
+        "evaluated": len(evaluated),
+        "with siblings": summary(_scored(task, task.make_program(), evaluated), runs["with siblings"]),
+        "without siblings": summary(_scored(task, task.make_program(), evaluated), runs["without siblings"]),
+        "difference": summary(runs["without siblings"], runs["with siblings"]),
+    }
+
+
+def _range(cell: dict[str, Any]) -> str:
+    return f"{cell['mean']:.1f} [{cell['min']:.1f}, {cell['max']:.1f}]"
+
+
+def _interval(cell: dict[str, Any]) -> str:
+    low, high = cell["interval"]
+    return f"{cell['difference']:+.1f} [{low:+.1f}, {high:+.1f}]"
+
+
+def results_table(results: dict[str, Any]) -> str:
+    """The main table: per program, optimizer and teacher, test scores over seeds."""
+    return table(
+        [
+            "program",
+            "optimizer",
+            "teacher",
+            "test n",
+            "uncompiled",
+            "compiled, mean [min, max]",
+            "difference [95% interval]",
+            "verdict",
+            "dev compiled",
+            "LM calls",
+            "seconds",
+        ],
+        [
+            [
+                row["program"],
+                row["optimizer"],
+                row["teacher"],
+                row["test"]["examples"],
+                f"{row['test']['baseline']:.1f}",
+                _range(row["test"]),
+                _interval(row["test"]),
+                row["test"]["verdict"],
+                _range(row["dev"]) if row["dev"] else "-",
+                f"{row['per_compile']['lm_calls']:.0f}" if row["per_compile"]["lm_calls"] else "-",
+                f"{row['per_compile']['seconds']:.1f}" if row["per_compile"]["seconds"] else "-",
+            ]
+            for program in results["programs"]
+            for row in program["rows"]
+        ],
     )
 
 
-def locomo_test(program: str) -> list[Any]:
-    """The test conversations of the LoCoMo reconcile slice (evals/reconcile_locomo.py) as
-    examples, when the LoCoMo file is on this machine: real dialogue, no template at all."""
-    from evals.locomo import DEFAULT_DATA
-
-    if program not in ("reconcile", "write") or not Path(DEFAULT_DATA).exists():
-        return []
-    from evals.reconcile import as_examples
-    from evals.reconcile_locomo import load_locomo_cases
-
-    return as_examples([case for case in load_locomo_cases() if case["split"] == "test"], program)
-
-
-def runs(programs: list[str], optimizers: list[str], *, seed: int) -> list[dict[str, Any]]:
+def ablation_table(results: dict[str, Any]) -> str:
+    """Per program: each ablation's test score, against the uncompiled program and against
+    BootstrapFewShot's own demos (paired by seed)."""
     rows = []
-    for program in programs:
-        task = get_task(program, embedder=None)
-        splits = split_examples(task.examples(task.default_data, None), seed=seed)
-        real = locomo_test(program)
-        real_before = evaluate(task.make_program(), real, learner_lm(), metric=task.metric) if real else None
-        for optimizer in optimizers:
-            for teacher_name in ("none",) if optimizer == "gepa" else ("none", "rules"):
-                start = time.perf_counter()
-                # The optimizers print every trial and progress bar; the table is the report.
-                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                    result = run(
-                        program,
-                        optimizer,
-                        splits,
-                        lm=learner_lm(),
-                        teacher_lm=teacher(program, teacher_name),
-                        seed=seed,
-                        quiet=True,
-                    )
-                total = result["cost"]["total"]
-                real_after = (
-                    evaluate(result["compiled"], real, learner_lm(), metric=task.metric) if real else None
-                )
-                rows.append(
-                    {
-                        **{key: value for key, value in result.items() if key != "compiled"},
-                        "locomo_test_before": real_before,
-                        "locomo_test_after": real_after,
-                        "teacher": teacher_name,
-                        "lm_calls": total["lm_calls"],
-                        "tokens": total["prompt_tokens"] + total["completion_tokens"],
-                        "wall_seconds": time.perf_counter() - start,
-                    }
-                )
-                print(
-                    f"{program} {optimizer} teacher={teacher_name}: test {result['test_before']:.1f} -> "
-                    f"{result['test_after']:.1f}",
-                    flush=True,
-                )
-    return rows
+    for program in results["programs"]:
+        for row in program["ablations"]:
+            against = row["bootstrap_minus_ablation"]
+            rows.append(
+                [
+                    row["program"],
+                    row["ablation"],
+                    _range(row["test"]),
+                    _interval(row["test"]),
+                    row["test"]["verdict"],
+                    _interval(against) if against else "-",
+                    against["verdict"] if against else "-",
+                ]
+            )
+    return table(
+        [
+            "program",
+            "ablation",
+            "test, mean [min, max]",
+            "minus uncompiled [95%]",
+            "verdict",
+            "BootstrapFewShot minus ablation [95%]",
+            "verdict",
+        ],
+        rows,
+    )
+
+
+def leak_table(leak: dict[str, Any]) -> str:
+    return table(
+        ["train pool", "uncompiled", "compiled, mean [min, max]", "difference [95% interval]", "verdict"],
+        [
+            [
+                pool,
+                f"{leak[pool]['baseline']:.1f}",
+                _range(leak[pool]),
+                _interval(leak[pool]),
+                leak[pool]["verdict"],
+            ]
+            for pool in ("without siblings", "with siblings")
+        ]
+        + [["with - without", "-", "-", _interval(leak["difference"]), leak["difference"]["verdict"]]],
+    )
+
+
+def report(results: dict[str, Any]) -> str:
+    seeds = ", ".join(map(str, results["seeds"]))
+    sizes = "; ".join(
+        f"{program['program']} " + "/".join(str(n) for n in program["sizes"].values())
+        for program in results["programs"]
+    )
+    text = (
+        f"Offline optimization with the learner LM, seeds {seeds}; scores 0-100 on the test split; "
+        f"train/dev/test: {sizes}.\n\n{results_table(results)}"
+    )
+    text += (
+        "\n\nAblations (the same seeds; BootstrapFewShot without a teacher is the compile they take "
+        f"apart):\n\n{ablation_table(results)}"
+    )
+    if results.get("leak"):
+        leak = results["leak"]
+        text += (
+            f"\n\nLeak check (reconcile, BootstrapFewShot, pools of {leak['pool']} cases, "
+            f"{leak['evaluated']} evaluated cases):\n\n{leak_table(leak)}"
+        )
+    return text
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -126,65 +344,46 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--programs", default=",".join(PROGRAMS))
     parser.add_argument("--optimizers", default=",".join(OPTIMIZERS))
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (at least 5 for a claim)")
+    parser.add_argument("--no-leak-check", action="store_true")
     parser.add_argument("--out", default=str(RESULTS_DIR / "optimize_offline.json"))
     parser.add_argument("--plot", default=str(RESULTS_DIR / "optimize_offline.png"))
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help=f"also write {RECORDED.relative_to(RECORDED.parents[2])} and the docs' tables",
+    )
     args = parser.parse_args(argv)
     logging.getLogger("dspy").setLevel(logging.ERROR)
-    rows = runs(args.programs.split(","), args.optimizers.split(","), seed=args.seed)
-    sizes = {row["program"]: "/".join(str(n) for n in row["sizes"].values()) for row in rows}
-    heading = "Offline optimization with the learner LM; scores 0-100; train/dev/test examples: " + ", ".join(
-        f"{program} {split}" for program, split in sizes.items()
-    )
-    shown = table(
-        [
-            "program",
-            "optimizer",
-            "teacher",
-            "test before",
-            "test after",
-            "dev before",
-            "dev after",
-            "LoCoMo before",
-            "LoCoMo after",
-            "LM calls",
-            "tokens",
-            "wall s",
-        ],
-        [
-            [
-                row["program"],
-                row["optimizer"],
-                row["teacher"],
-                row["test_before"],
-                row["test_after"],
-                row["dev_before"],
-                row["dev_after"],
-                "-" if row["locomo_test_before"] is None else row["locomo_test_before"],
-                "-" if row["locomo_test_after"] is None else row["locomo_test_after"],
-                row["lm_calls"],
-                row["tokens"],
-                row["wall_seconds"],
-            ]
-            for row in rows
-        ],
-    )
-    print(f"\n{heading}\n\n{shown}")
-    results = {"rows": rows, "machine": machine(), "seed": args.seed}
-    groups = [f"{row['program']}\n{row['optimizer']}/{row['teacher']}" for row in rows]
+    seeds = list(range(args.seeds))
+    programs = args.programs.split(",")
+    results: dict[str, Any] = {
+        "command": command_line("evals.optimize_offline", argv),
+        "seeds": seeds,
+        "programs": [measure(name, args.optimizers.split(","), seeds) for name in programs],
+        "leak": None if args.no_leak_check or "reconcile" not in programs else leak_check(seeds),
+        "machine": machine(),
+    }
+    text = report(results)
+    print(f"\n{text}")
+    rows = [row for program in results["programs"] for row in program["rows"]]
     save(
         results,
         out=args.out,
         plot=args.plot,
-        groups=groups,
+        groups=[f"{row['program']}\n{row['optimizer']}/{row['teacher']}" for row in rows],
         series={
-            "test before": [row["test_before"] for row in rows],
-            "test after": [row["test_after"] for row in rows],
+            "uncompiled": [row["test"]["baseline"] for row in rows],
+            "compiled (mean over seeds)": [row["test"]["mean"] for row in rows],
         },
-        title="Offline optimization with the learner LM: test score before and after",
+        title="Offline optimization with the learner LM: test score, uncompiled and compiled",
         ylabel="test score (0-100)",
-        text=f"{heading}\n\n{shown}",
+        text=text,
     )
+    if args.record:
+        from evals.doc_tables import record
+
+        record("optimize_offline", results)
     return results
 
 

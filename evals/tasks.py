@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evals.metrics import locomo_f1, match_facts, op_accuracy
+from dspy_memory.learn.metric import ops_feedback, ops_metric
+from evals.metrics import locomo_f1, match_facts
 
 
 @dataclass(frozen=True)
@@ -29,33 +30,6 @@ def _prediction(score: float, feedback: str) -> Any:
 
 
 # -- reconcile and write: the reconcile set ---------------------------------------------------
-
-
-def _ops(prediction: Any) -> list[dict[str, Any]]:
-    return [op.model_dump() if hasattr(op, "model_dump") else dict(op) for op in (prediction.ops or [])]
-
-
-def ops_metric(example: Any, prediction: Any, trace: Any = None) -> float:
-    return op_accuracy(_ops(prediction), example.ops)["exact"]
-
-
-def ops_feedback(
-    gold: Any, pred: Any, trace: Any = None, pred_name: Any = None, pred_trace: Any = None
-) -> Any:
-    ops = _ops(pred)
-    if op_accuracy(ops, gold.ops)["exact"] == 1.0:
-        return _prediction(1.0, "Correct.")
-
-    def show(items: list[dict[str, Any]]) -> str:
-        return ", ".join(
-            f"{op.get('action')}{' ' + str(op['target']) if op.get('target') else ''}" for op in items
-        )
-
-    return _prediction(
-        0.0,
-        f"In a '{gold.category}' situation the right operations were [{show(gold.ops)}] but the answer "
-        f"was [{show(ops) or 'nothing'}]. Review the rules for this kind of situation.",
-    )
 
 
 def _reconcile_examples(program: str) -> Callable[[str, Any], list[Any]]:
@@ -198,13 +172,12 @@ def query_examples(path: str, embedder: Any) -> list[Any]:
 
 
 def query_metric(example: Any, prediction: Any, trace: Any = None) -> float:
-    """1 when the plan asks about the right time (a past date within a month, or now) and has a query."""
+    """1 when the plan asks about the right time: a past date within a month, or now. Its queries
+    are not scored: the read path searches the question itself next to them (read/answer.py),
+    so a plan without queries searches the question."""
     from dspy_memory.util.timeutil import lm_date, to_datetime
 
-    plan = prediction.plan
-    if not plan.queries:
-        return 0.0
-    planned = lm_date(plan.as_of)
+    planned = lm_date(prediction.plan.as_of)
     if example.gold_as_of is None:
         return 1.0 if planned is None else 0.0
     if planned is None:

@@ -84,16 +84,17 @@ ensure_venv() {
 
 ensure_browser() {
     # tests/test_inspector.py drives the web inspector in Debian's Chromium. Install it once where
-    # we can (root with apt-get); elsewhere that test skips and says how to install it.
+    # we can (root with apt-get); elsewhere that test skips and says how to install it, except
+    # where $DSPY_MEMORY_REQUIRE_BROWSER is set (.ci/run): there it fails.
     if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then
         return
     fi
     if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-        step "no chromium and chromium-driver here: the web inspector's browser test will skip"
+        step "no chromium and chromium-driver here: the web inspector's browser test will skip (fail with DSPY_MEMORY_REQUIRE_BROWSER=1, as in CI)"
         return
     fi
     step "installing chromium and chromium-driver with apt-get (once, about 130 MB to download) for the web inspector's browser test"
     if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver; } >&2; then
-        step "apt-get could not install them: the web inspector's browser test will skip"
+        step "apt-get could not install them: the web inspector's browser test will skip (fail with DSPY_MEMORY_REQUIRE_BROWSER=1, as in CI)"
     fi
 }

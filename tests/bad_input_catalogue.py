@@ -1,7 +1,8 @@
 """The bad-input catalogue: every entry point crossed with the value families of
 `bad_values`, and a runner that records each outcome (accepted, refused with which error, or
 crashed) and checks the file after each one. `python -m tests.bad_input_catalogue [-v]` prints
-counts by outcome."""
+counts by outcome; the outcome each case must have is in tests/data/bad_input_expected.json
+(`python -m tests.bad_input_expected --write` regenerates it: tests/bad_input_expected.py)."""
 
 from __future__ import annotations
 

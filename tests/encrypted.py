@@ -52,9 +52,18 @@ def decrypted_file(data: bytes, key: bytes) -> bytes:
     """Every page of an encrypted database file, decrypted (free pages included)."""
     if data[:16] == SQLITE_HEADER:
         raise AssertionError("the file is not encrypted")
-    return b"".join(
+    pages = b"".join(
         decrypt_page(key, data[start : start + PAGE], first=start == 0) for start in range(0, len(data), PAGE)
     )
+    # A wrong key decrypts to noise, in which a leak scan finds nothing: page 1 must read as the
+    # rest of a SQLite header (bytes 16-23: page size, versions, reserve, payload fractions).
+    page_size, reserve, fractions = struct.unpack(">H", pages[:2])[0], pages[4], pages[5:8]
+    if (page_size, reserve, fractions) != (PAGE, RESERVE, b"\x40\x20\x20"):
+        raise AssertionError(
+            "page 1 does not decrypt to a SQLite header: a wrong key, or not SQLCipher 4's defaults "
+            f"(page size {page_size}, reserve {reserve}, fractions {fractions.hex()})"
+        )
+    return pages
 
 
 def decrypted_wal(data: bytes, key: bytes) -> bytes:

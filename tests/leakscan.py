@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from dspy_memory.store.sqlite.cipher import raw_key
+
 from .encrypted import connect, decrypted_file, decrypted_wal, key_in_use
 
 MARK = "zq"
@@ -41,20 +43,24 @@ def fragments(word: str) -> set[str]:
     return {word}
 
 
-def file_bytes(path: str) -> dict[str, bytes]:
+def file_bytes(path: str, passphrase: str | None = None) -> dict[str, bytes]:
     """The database file and its WAL (when there is one), as stored on disk; an encrypted file
-    (a key in use: tests/encrypted.py) with every page decrypted, freed ones and old WAL frames
-    included: its bytes on disk would prove nothing."""
+    (a key in use: tests/encrypted.py, or `passphrase`) with every page decrypted, freed ones and
+    old WAL frames included: its bytes on disk would prove nothing."""
     parts = {"file": Path(path).read_bytes()}
     wal = Path(path + "-wal")
     if wal.exists():
         parts["wal"] = wal.read_bytes()
-    key = key_in_use()
-    if key is not None:
-        parts["file"] = decrypted_file(parts["file"], bytes.fromhex(key))
-        if "wal" in parts:
-            parts["wal"] = decrypted_wal(parts["wal"], bytes.fromhex(key))
-    return parts
+    key = raw_key(passphrase) if passphrase else key_in_use()
+    return parts if key is None else decrypted(parts, key)
+
+
+def decrypted(parts: dict[str, bytes], key: str) -> dict[str, bytes]:
+    """`file_bytes`' parts of an encrypted file, read as on disk, decrypted with `key` (raw, hex)."""
+    raw = bytes.fromhex(key)
+    return {
+        part: (decrypted_file if part == "file" else decrypted_wal)(data, raw) for part, data in parts.items()
+    }
 
 
 def table_values(path: str) -> Iterator[tuple[str, object]]:
@@ -144,11 +150,27 @@ def postgres_values(url: str, blobs: list[bytes]) -> Iterator[tuple[str, object]
                 yield "memory_vectors", np.array(json.loads(text), dtype=np.float32).tobytes()
 
 
-def leaks(path: str, words: Iterable[str] = (), blobs: Iterable[bytes] = ()) -> list[str]:
+def unseen(path: str, words: Iterable[str] = (), blobs: Iterable[bytes] = ()) -> list[str]:
+    """The positive control of a leak scan, run before the erasure: which of `words` and `blobs`
+    the scan does not find in the raw bytes of the file and its WAL (decrypted, for an encrypted
+    file), or on PostgreSQL in the tables. Empty when it sees them all. A scan that cannot see
+    the data (pages left encrypted, a part skipped) finds nothing after the erasure either."""
+    words = [word.lower() for word in words]
+    blobs = list(blobs)
+    found = {
+        hit.split(": ", 1)[1] for hit in leaks(path, words, blobs, tables=path.startswith("postgresql://"))
+    }
+    wanted = [*words, *(f"vector {i}" for i in range(len(blobs)))]
+    return [item for item in wanted if item not in found]
+
+
+def leaks(
+    path: str, words: Iterable[str] = (), blobs: Iterable[bytes] = (), *, tables: bool = True
+) -> list[str]:
     """Where any of `words` (case-insensitive) or `blobs` (exact bytes, e.g. float32 vectors)
     still occurs: "file: <word>", "wal: <word>" or "<table>: <word>". Empty when erased.
     On PostgreSQL (a URL): in every table of the store's schema (docs/scaling.md says what
-    VACUUM leaves in the server's files)."""
+    VACUUM leaves in the server's files). `tables=False`: the raw bytes only."""
     words = [word.lower() for word in words]
     needles = {fragment: word for word in words if word.startswith(MARK) for fragment in fragments(word)}
     others = [word for word in words if not word.startswith(MARK)]
@@ -160,7 +182,7 @@ def leaks(path: str, words: Iterable[str] = (), blobs: Iterable[bytes] = ()) -> 
     for part, data in () if postgres else file_bytes(path).items():
         found |= {f"{part}: {hit}" for hit in _scan(data, needles, others, blobs, keys)}
     by_table: dict[str, list[bytes]] = {}
-    for table, value in postgres_values(path, blobs) if postgres else table_values(path):
+    for table, value in (postgres_values(path, blobs) if postgres else table_values(path)) if tables else ():
         if isinstance(value, str):
             value = value.encode()
         if isinstance(value, bytes):

@@ -14,7 +14,7 @@ from dspy_memory.embed import HashEmbedder
 from dspy_memory.errors import BackupError, VerificationError
 from dspy_memory.governance.backup import verify_file
 
-from .leakscan import markers
+from .leakscan import file_bytes, markers
 from .test_backup import hits
 
 pytest.importorskip("sqlcipher3", reason="the encryption extra is not installed")
@@ -31,8 +31,10 @@ def encrypted_memory(path, words):
     return memory
 
 
-def plaintext_leaks(path, words):
-    data = Path(path).read_bytes().lower()
+def plaintext_leaks(path, words, passphrase=None):
+    """Which of `words` the file and its WAL hold as stored, or read through `passphrase`: the
+    control that an encrypted file's finding none is not a scan that could not see them."""
+    data = b"".join(file_bytes(str(path), passphrase).values()).lower()
     return [word for word in words if word.encode() in data]
 
 
@@ -43,6 +45,7 @@ def test_the_backup_of_an_encrypted_file_is_encrypted_with_the_same_key(tmp_path
         answers = hits(memory, words[2])
     assert manifest.encrypted and manifest.tables["memories"] == 5
     assert plaintext_leaks(tmp_path / "secret.bak", words) == []
+    assert plaintext_leaks(tmp_path / "secret.bak", words, passphrase=KEY) == words
     assert Path(tmp_path / "secret.bak").read_bytes()[:16] != b"SQLite format 3\x00"
     assert verify_file(tmp_path / "secret.bak", encryption_key=KEY).ok
     without = verify_file(tmp_path / "secret.bak")
@@ -79,6 +82,7 @@ def test_encrypt_rekey_decrypt_swap_the_file_and_the_old_key_stops_working(tmp_p
     assert main(["encrypt", "--db", db, "--new-key-env", "NEW_KEY"]) == 0
     assert "encrypted: " in capsys.readouterr().out
     assert plaintext_leaks(db, words) == [] and verify_file(db, encryption_key=KEY).ok
+    assert plaintext_leaks(db, words, passphrase=KEY) == words
     assert main(["encrypt", "--db", db, "--new-key-env", "NEW_KEY"]) == 2
     assert "already encrypted" in capsys.readouterr().err
 

@@ -1,7 +1,8 @@
 """Bad input, tried systematically (`bad_input_catalogue`): every entry point, fed wrong types,
 odd text, extreme numbers and dates, either accepts the input (storing exactly what was given)
 or refuses it with a `DSPyMemoryError`; a refusal leaves nothing behind, and the file stays
-consistent and readable throughout."""
+consistent and readable throughout. Each case's outcome is the one committed in
+tests/data/bad_input_expected.json (`bad_input_expected`), per backend."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from dspy_memory.errors import InvalidInputError
 from dspy_memory.read.retrieval import RECIPES
 
 from .bad_input_catalogue import CASES, Env, run_catalogue
+from .bad_input_expected import BACKENDS, COMMAND, EXPECTED, differences, expected
 from .bad_values import GOOD_TEXT, METADATA_GOOD
 
 pytestmark = pytest.mark.backends
@@ -25,6 +27,19 @@ def test_the_catalogue_is_large_and_covers_every_entry_point():
     assert len({case.name for case in CASES}) == len(CASES)
     for prefix in ("add ", "update ", "search ", "context ", "blocks.", "tool ", "get_all "):
         assert sum(case.name.startswith(prefix) for case in CASES) >= 10, prefix
+    for backend in BACKENDS:  # every case has its expected outcome, and only the catalogue's cases
+        assert set(expected(backend)) == {case.name for case in CASES}, backend
+
+
+def test_a_changed_missing_or_extra_outcome_is_a_difference():
+    wanted = {"a": "accepted", "b": "refused:InvalidInputError", "c": "accepted"}
+    got = {"a": "refused:ScopeError", "b": "refused:InvalidInputError", "d": "accepted"}
+    assert differences(got, wanted) == [
+        "'a': expected accepted, got refused:ScopeError",
+        "'d': a case with no expected outcome (got accepted)",
+        "'c': expected accepted, but the catalogue has no such case",
+    ]
+    assert differences(wanted, wanted) == []
 
 
 def test_bad_input_is_refused_clearly_and_nothing_is_half_stored(db_path):
@@ -33,6 +48,11 @@ def test_bad_input_is_refused_clearly_and_nothing_is_half_stored(db_path):
         crashes = {name: outcome for name, outcome in outcomes.items() if outcome.startswith("crash")}
         assert not crashes, "\n".join(f"{name}: {outcome}" for name, outcome in crashes.items())
         assert not problems, "\n".join(problems)
+        changed = differences(outcomes, expected(memory.store.backend_name))
+        assert not changed, (
+            f"{len(changed)} outcomes are not those in {EXPECTED.relative_to(EXPECTED.parents[2])} "
+            f"(a deliberate change: `{COMMAND}`, then review the diff):\n" + "\n".join(changed)
+        )
         # The file opens again and replays nothing it cannot read.
     with Memory(db_path, embedder=HashEmbedder(64)) as memory:
         assert memory.search("tea", user_id="ada")

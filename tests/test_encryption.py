@@ -22,7 +22,7 @@ from dspy_memory.errors import EncryptionKeyError, EncryptionUnavailableError  #
 from dspy_memory.store.sqlite import cipher, connection  # noqa: E402
 from dspy_memory.store.sqlite.cipher import KEY_ENV, export_database, raw_key  # noqa: E402
 
-from .leakscan import file_bytes, fragments, markers  # noqa: E402
+from .leakscan import decrypted, file_bytes, fragments, markers  # noqa: E402
 
 KEY = "tests: a passphrase nobody uses"
 HEADER = b"SQLite format 3\x00"
@@ -63,7 +63,8 @@ def planted(data: bytes, words: list[str]) -> set[str]:
 @pytest.mark.parametrize("encrypted", [True, False], ids=["with-key", "plain-control"])
 def test_after_1000_memories_no_marker_is_in_the_file_or_the_wal(tmp_path, encrypted):
     """The plain control runs the same scan on a plaintext file and finds the markers: the scan
-    works, so finding none in the encrypted file means something."""
+    works; and the encrypted file's bytes, decrypted with its key, hold them: so finding none in
+    those bytes as stored means something."""
     words = markers(1000, seed=18)
     path = tmp_path / "memory.db"
     with open_memory(path, **({"encryption_key": KEY} if encrypted else {})) as memory:
@@ -76,6 +77,9 @@ def test_after_1000_memories_no_marker_is_in_the_file_or_the_wal(tmp_path, encry
     if encrypted:
         assert found == {"file": set(), "wal": set()}
         assert parts["file"][:16] != HEADER
+        # The same bytes read through the key: the markers are there, encrypted, not missing.
+        opened = {part: planted(data, words) for part, data in decrypted(parts, raw_key(KEY)).items()}
+        assert len(opened["file"] | opened["wal"]) > 900, {part: len(found) for part, found in opened.items()}
     else:
         assert len(found["file"] | found["wal"]) > 900
 

@@ -7,7 +7,12 @@ from __future__ import annotations
 import logging
 import os
 import re
+import select
+import shutil
+import signal
+import tempfile
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -82,16 +87,89 @@ def test_a_directory_or_a_file_that_is_not_a_memory_file_is_named(tmp_path):
     assert text.read_text().startswith("these are my notes")  # and it was left alone
 
 
-@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes anywhere")
-def test_an_unwritable_folder_is_named(tmp_path):
-    locked = tmp_path / "locked"
-    locked.mkdir()
-    locked.chmod(0o555)
+# Root writes anywhere, and CI runs as root: there the folder check runs in a child process that
+# has switched to this user (nobody on Debian; a uid needs no passwd entry to be switched to).
+# The child is forked, not started anew: the venv's interpreter may live where that user cannot
+# read it (pyenv's under /root, mode 700, here), and a child that imports nothing needs none.
+UNPRIVILEGED = 65534
+
+
+def _open(path: Path) -> str:
     try:
-        with pytest.raises(DSPyMemoryError, match="locked"):
-            Memory(str(locked / "m.db"), embedder="test")
+        Memory(str(path), embedder="test").close()
+    except DSPyMemoryError as exc:
+        return f"refused: {exc}"
+    return "opened"
+
+
+def opening(path: Path) -> str:
+    """'opened', or 'refused: <message>' when Memory(path) raises a DSPyMemoryError, for a user
+    that is not root (this process, or as root a forked child running as UNPRIVILEGED)."""
+    if os.geteuid() != 0:
+        return _open(path)
+    with tempfile.TemporaryDirectory() as warm:  # every module the call needs, imported before
+        assert _open(Path(warm) / "m.db") == "opened"
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: reports through the pipe and never returns into pytest
+        outcome = "crashed"
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(UNPRIVILEGED)
+            os.setuid(UNPRIVILEGED)
+            outcome = _open(path)
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent, which fails on it
+            outcome = f"crashed as uid {os.getuid()}: {type(exc).__name__}: {exc}"
+        finally:
+            os.write(write, outcome.encode()[:60_000])
+            os._exit(0)
+    os.close(write)
+    try:
+        if not select.select([read], [], [], 120)[0]:
+            os.kill(pid, signal.SIGKILL)
+            pytest.fail(f"the check as uid {UNPRIVILEGED} did not answer in 120 s")
+        with os.fdopen(read, "rb", closefd=False) as pipe:
+            answer = pipe.read().decode()
     finally:
-        locked.chmod(0o755)
+        os.close(read)
+        os.waitpid(pid, 0)
+    assert not answer.startswith("crashed"), answer
+    return answer
+
+
+@pytest.fixture
+def own_folder(tmp_path):
+    """A folder that the user of `opening` owns: tmp_path, or as root a new folder in the
+    system's temp folder given to UNPRIVILEGED (pytest's temp folders are root's alone)."""
+    if os.geteuid() != 0:
+        yield tmp_path
+        return
+    folder = Path(tempfile.mkdtemp(prefix="dspy-memory-unwritable-"))
+    try:
+        os.chown(folder, UNPRIVILEGED, UNPRIVILEGED)
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="folder permissions are POSIX modes here")
+def test_an_unwritable_folder_is_named(own_folder):
+    owner = own_folder.stat().st_uid
+    folders = {}
+    for name, mode in (("writable", 0o755), ("locked", 0o555)):
+        folders[name] = own_folder / name
+        folders[name].mkdir()
+        os.chown(folders[name], owner, -1)
+        folders[name].chmod(mode)
+    try:
+        assert owner != 0 and folders["locked"].stat().st_mode & 0o777 == 0o555
+        # The same user can create a file in a folder it may write to: the refusal is the mode's.
+        assert opening(folders["writable"] / "m.db") == "opened"
+        refused = opening(folders["locked"] / "m.db")
+        assert refused.startswith("refused:") and "locked" in refused, refused
+    finally:
+        folders["locked"].chmod(0o755)
 
 
 @pytest.mark.parametrize("content", ["", "   ", "\n\t"])

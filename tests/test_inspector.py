@@ -7,12 +7,16 @@ README's picture (the clock is fixed, so the picture only changes when the page 
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
 import shutil
 import struct
 import threading
+from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import NoReturn
 
 import httpx
 import pytest
@@ -114,19 +118,73 @@ def test_the_page_needs_no_key_and_runs_only_its_own_script(service):
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
-NO_BROWSER = (
-    "chromium and chromium-driver are not installed: apt-get install chromium chromium-driver "
-    "(the README's test command, bash scripts/test.sh, does this as root)"
-)
+# Set by .ci/run: there a missing browser is a broken set-up, and a skip would pass for a green
+# run of a test that never ran. A developer's machine without Chromium may still skip.
+REQUIRE_BROWSER = "DSPY_MEMORY_REQUIRE_BROWSER"
+
+
+def browser_missing(chromium: str | None, chromedriver: str | None, selenium: bool) -> str | None:
+    """What the browser test lacks, and how to get it; None when nothing is missing."""
+    missing = [
+        name
+        for name, there in (("chromium", chromium), ("chromedriver", chromedriver), ("selenium", selenium))
+        if not there
+    ]
+    if not missing:
+        return None
+    fixes = []
+    if not (chromium and chromedriver):
+        fixes.append(
+            "apt-get install --no-install-recommends chromium chromium-driver (bash scripts/test.sh "
+            "does this as root with apt: ensure_browser in scripts/_venv.sh; see its output for why it could not)"
+        )
+    if not selenium:
+        fixes.append("pip install -e '.[dev]' (selenium)")
+    return f"the browser test needs {', '.join(missing)}, not found here: " + "; ".join(fixes)
+
+
+def skip_or_fail(reason: str, environ: Mapping[str, str] = os.environ) -> NoReturn:
+    if environ.get(REQUIRE_BROWSER, "") not in ("", "0"):
+        pytest.fail(f"{reason} (${REQUIRE_BROWSER} is set, as in CI: this test must run, not skip)")
+    pytest.skip(reason)
+
+
+def decided(reason: str, environ: Mapping[str, str]) -> tuple[str, str]:
+    """skip_or_fail's decision as a value: a skip raised inside the test would skip the test
+    itself, and a broken decision would pass unseen."""
+    try:
+        skip_or_fail(reason, environ)
+    except pytest.fail.Exception as failed:
+        return "fail", str(failed)
+    except pytest.skip.Exception as skipped:
+        return "skip", skipped.msg
+    return "neither", ""
+
+
+def test_a_missing_browser_fails_where_ci_requires_it_and_skips_elsewhere():
+    missing = browser_missing(None, "/usr/bin/chromedriver", True)
+    assert missing is not None and missing.startswith("the browser test needs chromium, not found")
+    assert "apt-get install --no-install-recommends chromium chromium-driver" in missing
+    decision, message = decided(missing, {REQUIRE_BROWSER: "1"})
+    assert decision == "fail" and f"${REQUIRE_BROWSER} is set" in message, (decision, message)
+    for developer in ({}, {REQUIRE_BROWSER: ""}, {REQUIRE_BROWSER: "0"}):
+        assert decided(missing, developer) == ("skip", missing)
+    only_selenium = browser_missing("/usr/bin/chromium", "/usr/bin/chromedriver", False)
+    assert only_selenium is not None and "selenium" in only_selenium and "apt-get" not in only_selenium
+    assert browser_missing("/usr/bin/chromium", "/usr/bin/chromedriver", True) is None
+    # CI sets the flag for the test command it runs.
+    ci = [line.strip() for line in (Path(__file__).resolve().parents[1] / ".ci" / "run").open()]
+    assert f"export {REQUIRE_BROWSER}=1" in ci, ci
+    assert ci.index(f"export {REQUIRE_BROWSER}=1") < ci.index("exec bash scripts/test.sh"), ci
 
 
 @pytest.fixture(scope="module")
 def browser():
-    if not (CHROMIUM and CHROMEDRIVER):
-        pytest.skip(NO_BROWSER)
-    webdriver = pytest.importorskip(
-        "selenium.webdriver", reason="selenium is not installed: pip install selenium"
-    )
+    missing = browser_missing(CHROMIUM, CHROMEDRIVER, importlib.util.find_spec("selenium") is not None)
+    if missing:
+        skip_or_fail(missing)
+    from selenium import webdriver
+
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",

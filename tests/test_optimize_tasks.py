@@ -1,6 +1,7 @@
-"""The other optimization targets: their examples, metrics and splits, and query planning
-optimized offline with the learner LM (evals/learner.py), which knows no dates: it plans one only
-by imitating a demonstration that had one."""
+"""The other optimization targets: their examples, metrics and splits, and the wiring of every
+optimizer on query planning with the learner LM (evals/learner.py), which knows no dates. What
+compiling is worth is measured over seeds by `python -m evals.optimize_offline` (docs/evals.md);
+these tests check the mechanics, and claim no gain."""
 
 from __future__ import annotations
 
@@ -65,20 +66,23 @@ def test_query_examples_are_split_by_scenario(query_splits):
         assert {example.gold_as_of is None for example in items} == {True, False}
 
 
-def test_bootstrap_demonstrations_teach_dates_to_other_scenarios_and_the_program_reloads(
-    query_splits, tmp_path
-):
-    """Without demos the learner never plans a date: it gets the present questions (4 of the 6
-    test questions). Labeled demos of past questions from the train scenarios teach it to plan
-    one for questions that name a period; measured 66.7 -> 83.3 on test (the miss: its nearest
-    demo's date sat at the end of a year, the test question's gold in the middle)."""
-    result = run("query", "bootstrap", query_splits, lm=learner_lm(), out=tmp_path / "query.json", quiet=True)
-    assert (result["test_before"], result["dev_before"]) == (
-        pytest.approx(66.67, abs=0.01),
-        pytest.approx(57.14, abs=0.01),
-    )
-    assert result["test_after"] > result["test_before"] and result["dev_after"] > result["dev_before"]
+def test_the_query_metric_scores_the_date_a_plan_asks_about(query_splits):
+    task = get_task("query")
+    past = next(example for example in query_splits["test"] if example.gold_as_of)
+    now = next(example for example in query_splits["test"] if not example.gold_as_of)
 
+    def plan(as_of, queries=()):
+        return dspy.Prediction(plan=type("Plan", (), {"as_of": as_of, "queries": list(queries)}))
+
+    assert task.metric(now, plan(None)) == 1.0 and task.metric(now, plan(past.gold_as_of)) == 0.0
+    assert task.metric(past, plan(past.gold_as_of)) == 1.0 and task.metric(past, plan(None)) == 0.0
+    # Queries are not scored: the read path searches the question itself next to them.
+    assert task.metric(past, plan(past.gold_as_of, ["anything"])) == task.metric(past, plan(past.gold_as_of))
+
+
+def test_a_compiled_query_program_reloads_with_its_score_and_memory_loads_it(query_splits, tmp_path):
+    result = run("query", "bootstrap", query_splits, lm=learner_lm(), out=tmp_path / "query.json", quiet=True)
+    assert result["demos"]["rewrite"] > 0
     reloaded = QueryRewriter()
     reloaded.load(str(tmp_path / "query.json"))
     task = get_task("query")
@@ -89,10 +93,10 @@ def test_bootstrap_demonstrations_teach_dates_to_other_scenarios_and_the_program
 
 def test_mipro_selects_query_demonstrations_on_dev(query_splits):
     """MIPROv2 proposes instructions (the learner ignores them) and demo sets, and keeps the
-    candidate that scores best on dev: the score moves as much as the demos can move it."""
+    candidate that scores best on dev: never below the uncompiled program there."""
     result = run("query", "mipro", query_splits, lm=learner_lm(), quiet=True)
-    assert result["test_after"] > result["test_before"] and result["dev_after"] > result["dev_before"]
-    assert result["cost"]["proposer"]["lm_calls"] > 0 and result["demos"]["rewrite"] > 0
+    assert result["dev_after"] >= result["dev_before"]
+    assert result["cost"]["proposer"]["lm_calls"] > 0
 
 
 def test_gepa_rewrites_instructions_only_so_the_learner_stays_where_it_was(query_splits):
@@ -104,19 +108,19 @@ def test_gepa_rewrites_instructions_only_so_the_learner_stays_where_it_was(query
     assert result["cost"]["reflection"]["lm_calls"] > 0 and result["demos"]["rewrite"] == 0
 
 
-def test_simba_learns_from_a_rule_based_teachers_trajectories(query_splits):
-    """SIMBA samples the student and the teacher on train mini-batches and turns the better
-    trajectory into a demo. The learner alone gives the same answer on every sample, so there is
-    nothing to choose from; a rule-based teacher (as_of in the middle of the period a question
-    names, evals/optimize_offline.py) gives SIMBA better trajectories to turn into demos."""
-    from evals.optimize_offline import teacher
+def test_simba_samples_the_teacher_and_keeps_the_program_train_prefers(query_splits):
+    """SIMBA samples the student and the teacher on train mini-batches and may turn the better
+    trajectory into a demo; it keeps the candidate train scores best (the first on a tie). The
+    learner alone gives the same answer on every sample, so there is nothing to choose from; with
+    a rule-based teacher (evals/teachers.py) the teacher is sampled. Whether what it keeps helps
+    is measured over seeds (docs/evals.md), not here."""
+    from evals.teachers import teacher
 
     alone = run("query", "simba", query_splits, lm=learner_lm(), quiet=True)
     assert alone["test_after"] == alone["test_before"] and alone["demos"]["rewrite"] == 0
     taught = run(
         "query", "simba", query_splits, lm=learner_lm(), teacher_lm=teacher("query", "rules"), quiet=True
     )
-    assert taught["test_after"] > taught["test_before"] and taught["demos"]["rewrite"] > 0
     assert taught["cost"]["teacher"]["lm_calls"] > 0
 
 

@@ -1,5 +1,7 @@
 """delete_scope / delete: the GDPR path. Proven by scanning every table (shadow tables of the
-vector and keyword indexes included) and the raw bytes of the file."""
+vector and keyword indexes included) and the raw bytes of the file (decrypted, on an encrypted
+file), after the same scan found the content there before the erasure (`unseen`): a scan that
+cannot see the data would find nothing afterwards either."""
 
 import logging
 import threading
@@ -11,7 +13,7 @@ from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder, text_hash
 
 from .encrypted import connect
-from .leakscan import file_bytes, leaks, markers
+from .leakscan import file_bytes, leaks, markers, unseen
 from .scripted import fused_lm
 
 pytestmark = [pytest.mark.backends, pytest.mark.encrypted]
@@ -50,8 +52,10 @@ def fill(memory):
 def test_delete_scope_leaves_nothing_of_the_user(db_path):
     with Memory(db_path, embedder=HashEmbedder(64)) as memory:
         ada, vectors = fill(memory)
-        assert leaks(db_path, SECRET_WORDS, vectors), "the scan must see the data before the purge"
-        # ... and feedback: the notes, and the corrected text a correction record keeps.
+        assert unseen(db_path, (*SECRET_WORDS, *FEEDBACK_WORDS, SECRET_USER), vectors) == [], (
+            "the scan must see it first"
+        )
+        # ... in the feedback table too: the notes, and the corrected text a correction record keeps.
         found = leaks(db_path, (*FEEDBACK_WORDS, SECRET_WORDS[0]))
         assert {f"feedback: {word}" for word in (*FEEDBACK_WORDS, SECRET_WORDS[0])} <= set(found), found
         result = memory.delete_scope(user_id=SECRET_USER)
@@ -89,7 +93,10 @@ def test_delete_scope_by_run_only_removes_that_run(memory):
 def test_delete_one_memory_erases_its_content_everywhere(db_path):
     with Memory(db_path, embedder=HashEmbedder(64)) as memory:
         ada, vectors = fill(memory)
-        assert f"feedback: {FEEDBACK_WORDS[0]}" in leaks(db_path, FEEDBACK_WORDS[:1])  # seen before
+        assert unseen(db_path, (SECRET_WORDS[0], FEEDBACK_WORDS[0]), vectors[:1]) == [], (
+            "the scan must see it first"
+        )
+        assert f"feedback: {FEEDBACK_WORDS[0]}" in leaks(db_path, FEEDBACK_WORDS[:1])  # in its table
         result = memory.delete(ada[0].id, user_id=SECRET_USER)
         assert result.counts["feedback"] == 2  # its correction and its verdict
         remaining = {m.id for m in memory.get_all(user_id=SECRET_USER)}
@@ -110,6 +117,7 @@ def test_delete_one_memory_erases_its_content_everywhere(db_path):
 def test_idle_connections_of_other_threads_do_not_keep_erased_pages_in_the_wal(db_path):
     with Memory(db_path, embedder=HashEmbedder(64)) as memory:
         ada, vectors = fill(memory)
+        assert unseen(db_path, (SECRET_WORDS[0],), vectors[:1]) == [], "the scan must see it first"
         ready, done = threading.Barrier(3), threading.Event()
 
         def reader():  # each thread has its own connection, left idle after these reads
@@ -137,6 +145,7 @@ def test_idle_connections_of_other_threads_do_not_keep_erased_pages_in_the_wal(d
 def test_a_reader_holding_the_wal_is_reported_and_the_next_purge_empties_it(db_path, caplog):
     with Memory(db_path, embedder=HashEmbedder(64), busy_timeout_ms=100) as memory:
         ada, vectors = fill(memory)
+        assert unseen(db_path, SECRET_WORDS[:2], vectors[:2]) == [], "the scan must see it first"
         reader = connect(db_path)
         reader.execute("BEGIN")
         reader.execute("SELECT count(*) FROM episodes").fetchone()  # a snapshot from before
@@ -171,7 +180,7 @@ def test_a_request_to_forget_leaves_a_label_without_anything_it_quoted(db_path):
 
     with Memory(db_path, embedder=HashEmbedder(64), lm=fused_lm(write)) as memory:
         memory.add(f"Ada: my passport number is {secret}", user_id=SECRET_USER)
-        assert leaks(db_path, (secret,)), "the scan must see the number before it is forgotten"
+        assert unseen(db_path, (secret,)) == [], "the scan must see the number before it is forgotten"
         result = memory.add(f"Ada: please forget my passport number and my {relation}", user_id=SECRET_USER)
         assert [op.action for op in result.ops] == ["DELETE"] and relation in result.rejected[0].reason
         records = {record.source: record for record in memory.feedback_records(user_id=SECRET_USER)}

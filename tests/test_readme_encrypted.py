@@ -4,7 +4,11 @@ lives in one SQLite library per process, so they run in the sqlcipher3 process
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+from .leakscan import file_bytes
 
 pytest.importorskip("sqlcipher3", reason="the encryption extra is not installed")
 pytestmark = pytest.mark.cipher_process  # runs in the sqlcipher3 process (tests/conftest.py)
@@ -25,6 +29,10 @@ def test_the_encrypted_file_snippets_run_and_leave_no_plaintext(tmp_path, monkey
                 raise AssertionError(
                     f"README encrypted block {index + 1} failed on the {run} run: {exc!r}"
                 ) from exc
-    written = [path for path in tmp_path.iterdir() if path.suffix == ".db"]
-    assert written and all(b"X1234567" not in path.read_bytes() for path in written)
-    assert all(path.read_bytes()[:16] != b"SQLite format 3\x00" for path in written)
+    written = [str(path) for path in tmp_path.iterdir() if path.suffix == ".db"]
+    assert sorted(Path(path).name for path in written) == ["private-backup.db", "private.db"]
+    for path in written:
+        assert Path(path).read_bytes()[:16] != b"SQLite format 3\x00", path
+        assert b"X1234567" not in b"".join(file_bytes(path).values()), path  # as stored
+        # and read through the key, it is there: the scan above could have seen it
+        assert b"X1234567" in b"".join(file_bytes(path, "a README passphrase").values()), path
