@@ -23,18 +23,21 @@ from dspy_memory.reports import AuditReport
 from dspy_memory.scopes import OwnerArgs, ScopeArgs, ScopeRules
 from dspy_memory.store import TimeView
 from dspy_memory.types import (
+    FEEDBACK_SOURCES,
+    FEEDBACK_VERDICTS,
     AddResult,
     Answer,
     Context,
     DeleteResult,
     Episode,
     Event,
+    FeedbackRecord,
     Hit,
     MemoryRecord,
     Scope,
 )
 from dspy_memory.util.lm import lm_for, resolve_lm
-from dspy_memory.util.text import SINGLE_VALUED_PREDICATES, check_count, check_id, valid_text
+from dspy_memory.util.text import SINGLE_VALUED_PREDICATES, check_choice, check_count, check_id, valid_text
 from dspy_memory.util.timeutil import TimeLike
 from dspy_memory.write.inputs import MessagesInput
 
@@ -316,6 +319,50 @@ class Memory(LifecycleMethods, GovernanceMethods):
         where = self._scope("update_profile", scope, exact=True)
         episodes = self.log(messages, **where.model_dump()) if messages is not None else None
         return self.profiles.update_from(episodes, where, lm=self._lm_for(True), recent=recent)
+
+    # -- feedback (docs/feedback.md) -----------------------------------------------------------
+
+    def feedback(
+        self, memory_id: str, verdict: str, *, note: str | None = None, **owner: Unpack[OwnerArgs]
+    ) -> FeedbackRecord:
+        """Judge a memory: verdict "wrong", "outdated", "irrelevant" or "useful", with a `note` in
+        your words. Kept in the file, with the write run that made the memory, as an example for
+        the write program to learn from; scoped, exported, audited and erased with the memory."""
+        memory_id, where = self._owned("feedback", memory_id, owner)
+        check_choice(verdict, "verdict", FEEDBACK_VERDICTS)
+        if note is not None:
+            valid_text(note, "note")
+        return self._writer.judge(memory_id, verdict, note=note, scope=where)
+
+    def feedback_records(
+        self,
+        *,
+        source: str | None = None,
+        memory_id: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        all_scopes: bool = False,
+        **scope: Unpack[ScopeArgs],
+    ) -> list[FeedbackRecord]:
+        """Feedback of a scope (read as `get_all` reads it; all_scopes=True: the whole file),
+        newest first: corrections, verdicts, restores, refused operations, requests to forget
+        carried out (`source`), about one memory (`memory_id`) or all."""
+        if source is not None:
+            check_choice(source, "source", FEEDBACK_SOURCES)
+        if memory_id is not None:
+            check_id(memory_id)
+        check_count(limit, "limit", low=1)
+        check_count(offset, "offset", low=0)
+        where = self._scopes.read_or_all("feedback_records", scope, all_scopes)
+        self._first_use()
+        options = dict(source=source, memory_id=memory_id, limit=limit, offset=offset)
+        return self.store.feedback.list(where, **options)
+
+    def get_feedback(self, feedback_id: str, **owner: Unpack[OwnerArgs]) -> FeedbackRecord | None:
+        """One feedback record by id, if it belongs to the scope given (or all_scopes=True)."""
+        check_id(feedback_id, "feedback_id")
+        self._first_use()
+        return self.store.feedback.get(feedback_id, scope=self._scopes.owner("get_feedback", owner))
 
     def check(self) -> AuditReport:
         """Check the file against the invariants: SQLite's integrity check, indexes that agree

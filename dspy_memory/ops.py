@@ -180,12 +180,15 @@ class AppliedOp(BaseModel):
 
 
 class Rejection(BaseModel):
-    """A decision of the write program that was not applied, and why. Reasons never quote
-    memory content, so they can be logged."""
+    """A decision of the write program that was not applied (or applied as another action),
+    and why. Reasons never quote memory content, so they can be logged; a reason may name a
+    relation (a predicate), so the run log's per-operation rows keep only `code`, a fixed word
+    (write/validate.py)."""
 
     index: int
     action: str | None = None
     reason: str
+    code: str | None = None
 
 
 # -- consolidation (lifecycle/consolidate.py applies these) -----------------------------------

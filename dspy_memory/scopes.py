@@ -72,6 +72,22 @@ class ScopeRules:
         _checked(method, args, _SCOPE_KEYS)
         return Scope.of(**args, any_user=self.any_user)
 
+    def read_or_all(self, method: str, args: dict[str, Any], all_scopes: Any) -> Scope | None:
+        """The scope a read names, or None for every scope (all_scopes=True, and no ids)."""
+        if not isinstance(all_scopes, bool):
+            raise InvalidInputError(f"all_scopes must be True or False, not {type(all_scopes).__name__}")
+        _checked(method, args, _SCOPE_KEYS)
+        named = any(value is not None for value in args.values())
+        if not all_scopes and not named:
+            raise ScopeError(
+                f"{method}() needs a scope: pass user_id= (agent_id=, run_id=) or all_scopes=True"
+            )
+        if not all_scopes:
+            return self.read(method, args)
+        if named:
+            raise InvalidInputError(f"{method}(): pass the scope or all_scopes=True, not both")
+        return None
+
     def owner(self, method: str, args: dict[str, Any]) -> Scope | None:
         """The scope a by-id call must match; None reaches any scope (all_scopes=True, or no
         scope at all in wildcard mode). Strict mode refuses a call without a scope."""

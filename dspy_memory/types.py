@@ -327,6 +327,38 @@ class AddResult(BaseModel):
         )
 
 
+# Where feedback comes from (docs/feedback.md): a correction (update), a verdict (feedback()), a
+# restore after archiving, an operation validation refused, a request to forget carried out.
+FeedbackSource = Literal["correction", "verdict", "restore", "refused", "forget"]
+FEEDBACK_SOURCES: tuple[str, ...] = FeedbackSource.__args__  # type: ignore[attr-defined]
+FeedbackVerdict = Literal["wrong", "outdated", "irrelevant", "useful"]
+FEEDBACK_VERDICTS: tuple[str, ...] = FeedbackVerdict.__args__  # type: ignore[attr-defined]
+
+
+class FeedbackRecord(BaseModel):
+    """One labelled example of what the write program got wrong (or right), kept in the file
+    with the scope of what it is about (docs/feedback.md). `memory_version` is the version
+    judged; `write_run_id` and `op_index` name the write-program run and the operation it
+    proposed that made that version (or, for "refused" and "forget", the operation itself);
+    None when no LM run made it. `note` is the person's words (update's reason, feedback's
+    note) or the validator's reason; `expected` what the person says was right."""
+
+    id: str
+    user_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+    source: FeedbackSource
+    verdict: FeedbackVerdict | None = None
+    memory_id: str | None = None
+    memory_version: int | None = None
+    write_run_id: str | None = None
+    op_index: int | None = None
+    note: str | None = None
+    expected: dict[str, Any] = Field(default_factory=dict)
+    actor: str
+    created_at: datetime
+
+
 class DeleteResult(BaseModel):
     """Row counts removed by a purge, per table."""
 

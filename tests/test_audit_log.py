@@ -63,7 +63,7 @@ def test_every_kind_of_change_leaves_one_entry(memory):
     memory.store.keys.revoke(key.id)
     memory.delete(added.id, user_id="ada")
     assert operations(memory) == [
-        "add_episodes", "add", "update", "block_write", "block_delete", "pin", "unpin",
+        "add_episodes", "add", "update", "feedback", "block_write", "block_delete", "pin", "unpin",
         "key_create", "key_revoke", "delete",
     ]  # fmt: skip
     entries = memory.audit(limit=1000)

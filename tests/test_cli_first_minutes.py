@@ -272,6 +272,7 @@ def test_json_everywhere_it_is_offered(tmp_path, capsys, no_lm_env):
         ["pin", memory_id, *ada],
         ["restore", memory_id, *ada],
         ["update", memory_id, "I moved to Boulder.", *ada],
+        ["feedback", "list", *ada],
         ["export", *ada, "-o", str(tmp_path / "ada.jsonl.gz")],
         [
             "import",

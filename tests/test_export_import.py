@@ -132,6 +132,9 @@ def test_round_trip_keeps_records_and_answers_on_both_time_axes(db_path, other_s
             "turn_context",
             "lifecycle_settings",
             "write_run",
+            "write_run_candidate",
+            "write_run_op",
+            "feedback",
         )
     )
     copy = other_store()
@@ -279,7 +282,7 @@ DAMAGE = {
     "binary": (lambda path, out: out.write_bytes(b"\x00\xff" * 50), "not a dspy-memory export"),
     "future format": (
         lambda path, out: out.write_text(
-            path.read_text().replace('"format_version":1', '"format_version":99', 1)
+            path.read_text().replace('"format_version":2', '"format_version":99', 1)
         ),
         "format version 99",
     ),
@@ -305,6 +308,22 @@ DAMAGE = {
         lambda path, out: rewritten(path, out, lambda body: body.remove(first_of("episode")(body))),
         "does not hold",
     ),
+    "forged feedback verdict": (
+        lambda path, out: rewritten(
+            path, out, lambda body: first_of("feedback")(body).update(verdict="great")
+        ),
+        "verdict",
+    ),
+    "feedback about a memory the file lacks": (
+        lambda path, out: rewritten(
+            path, out, lambda body: first_of("feedback")(body).update(memory_id="m-none")
+        ),
+        "does not hold",
+    ),
+    "run op without its run": (
+        lambda path, out: rewritten(path, out, lambda body: body.remove(first_of("write_run")(body))),
+        "does not hold",
+    ),
     "lone surrogate": (
         lambda path, out: out.write_text(path.read_text().replace("Denver", "\\ud800", 1)),
         "checksum|valid JSON",
@@ -325,6 +344,30 @@ def test_damaged_or_forged_files_are_refused_before_anything_is_written(
     with opened(copy) as memory, pytest.raises(ExportFileError, match=message):
         memory.import_(tmp_path / "bad.jsonl")
     assert set(table_counts(copy).values()) == {0}
+
+
+def test_a_version_1_file_is_read_and_its_runs_are_matched_by_the_whole_row(db_path, other_store, tmp_path):
+    """Files written before write runs had a uid (and before feedback) import, and again."""
+    built(db_path)
+    with opened(db_path) as memory:
+        memory.export(tmp_path / "v2.jsonl", user_id="ada")
+    newer = ("write_run_candidate", "write_run_op", "feedback")
+
+    def as_version_1(body):
+        body[:] = [record for record in body if record["record"] not in newer]
+        for record in body:
+            record.pop("uid", None)
+
+    rewritten(tmp_path / "v2.jsonl", tmp_path / "v1.jsonl", as_version_1)
+    text = (tmp_path / "v1.jsonl").read_text().replace('"format_version": 2', '"format_version": 1', 1)
+    assert '"format_version": 1' in text
+    (tmp_path / "v1.jsonl").write_text(text)
+    copy = other_store()
+    with opened(copy) as memory:
+        first = memory.import_(tmp_path / "v1.jsonl")
+        second = memory.import_(tmp_path / "v1.jsonl")
+    assert first.new["write_run"] > 0 and first.new["memory"] > 0 and not first.new.get("feedback")
+    assert not second.changed and second.present["write_run"] == first.new["write_run"]
 
 
 def test_a_damaged_gzip_is_refused(db_path, other_store, tmp_path):

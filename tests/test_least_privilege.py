@@ -41,8 +41,12 @@ PERSONA = "I am a careful assistant."
 
 def test_the_default_tools_cannot_destroy_and_forget_needs_the_opt_in(memory):
     assert [tool.name for tool in memory.tools(user_id="ada")] == list(DEFAULT_TOOL_NAMES)
-    assert "forget" not in DEFAULT_TOOL_NAMES and set(TOOL_NAMES) - set(DEFAULT_TOOL_NAMES) == {"forget"}
-    assert [tool.name for tool in memory.tools(user_id="ada", allow_forget=True)] == list(TOOL_NAMES)
+    assert set(TOOL_NAMES) - set(DEFAULT_TOOL_NAMES) == {"forget", "memory_feedback"}
+    everything = memory.tools(user_id="ada", allow_forget=True, allow_feedback=True)
+    assert [tool.name for tool in everything] == list(TOOL_NAMES)
+    assert [tool.name for tool in memory.tools(user_id="ada", allow_forget=True)] == [
+        name for name in TOOL_NAMES if name != "memory_feedback"
+    ]
     with pytest.raises(InvalidInputError, match="allow_forget=True"):
         memory.tools(user_id="ada", allow=["recall", "forget"])
     assert [t.name for t in memory.tools(user_id="ada", allow=["recall", "forget"], allow_forget=True)] == [
@@ -56,6 +60,32 @@ def test_the_default_tools_cannot_destroy_and_forget_needs_the_opt_in(memory):
             memory.tools(user_id="ada", allow_forget=bad)
     with pytest.raises(InvalidInputError, match="allow_forget"):
         MemoryReAct("question -> answer", memory=memory, user_id="ada", allow=["forget"])
+
+
+def test_memory_feedback_is_a_tool_only_on_request_and_records_a_verdict(memory):
+    with pytest.raises(InvalidInputError, match="allow_feedback=True"):
+        memory.tools(user_id="ada", allow=["recall", "memory_feedback"])
+    with pytest.raises(InvalidInputError, match="allow_feedback must be True or False"):
+        memory.tools(user_id="ada", allow_feedback="yes")
+    [record] = memory.add("Ada's sister lives in Oslo.", user_id="ada").memories
+    memory.add("Bob's sister lives in Rome.", user_id="bob")
+    tools = {tool.name: tool for tool in memory.tools(user_id="ada", allow_feedback=True)}
+    assert "memory_feedback" in tools and "forget" not in tools
+    answer = tools["memory_feedback"](memory_id=record.id[:8], verdict="outdated", note="she moved")
+    assert answer == f"noted: [{record.id[:8]}] outdated"
+    [kept] = memory.feedback_records(user_id="ada")
+    assert (kept.source, kept.verdict, kept.note, kept.memory_id) == (
+        "verdict",
+        "outdated",
+        "she moved",
+        record.id,
+    )
+    # The tool reaches its own scope only; a bad verdict is one line for the model.
+    [bobs] = memory.get_all(user_id="bob")
+    assert tools["memory_feedback"](memory_id=bobs.id[:8], verdict="wrong").startswith("error: no memory")
+    refused = tools["memory_feedback"](memory_id=record.id[:8], verdict="meh")
+    assert refused.startswith("error: verdict must be one of 'wrong', 'outdated', 'irrelevant', 'useful'")
+    assert memory.feedback_records(user_id="bob") == []
 
 
 def test_mcp_refuses_forget_without_the_opt_in_before_opening_a_file(tmp_path):

@@ -41,9 +41,14 @@ def test_the_tool_list_is_memory_tools_with_descriptions_and_parameter_schemas(m
             return (await client.list_tools()).tools
 
     tools = {tool.name: tool for tool in anyio.run(main)}
-    # forget (a hard delete) is not published unless the server is started with allow_forget.
+    # forget (a hard delete) is not published unless the server is started with allow_forget,
+    # memory_feedback unless with allow_feedback.
+    opt_in = ("forget", "memory_feedback")
     assert (
-        list(tools) == list(expected) == list(DEFAULT_TOOL_NAMES) == [n for n in TOOL_NAMES if n != "forget"]
+        list(tools)
+        == list(expected)
+        == list(DEFAULT_TOOL_NAMES)
+        == [n for n in TOOL_NAMES if n not in opt_in]
     )
     for name, tool in tools.items():
         assert tool.description and tool.description.split()[0] in expected[name].desc
@@ -60,8 +65,20 @@ def test_the_tool_list_is_memory_tools_with_descriptions_and_parameter_schemas(m
             return {tool.name: tool for tool in (await client.list_tools()).tools}
 
     opted_in = anyio.run(with_forget)
-    assert list(opted_in) == list(TOOL_NAMES)
+    assert list(opted_in) == [name for name in TOOL_NAMES if name != "memory_feedback"]
     assert opted_in["forget"].annotations.destructive_hint is True
+
+
+def test_memory_feedback_is_published_only_with_allow_feedback(memory):
+    async def tools(**options):
+        async with connect(build_mcp_server(memory, {"user_id": "ada"}, **options)) as client:
+            return {tool.name: tool for tool in (await client.list_tools()).tools}
+
+    assert "memory_feedback" not in anyio.run(tools)
+    published = anyio.run(lambda: tools(allow_feedback=True))
+    assert "memory_feedback" in published and "forget" not in published
+    assert set(published["memory_feedback"].input_schema["required"]) == {"memory_id", "verdict"}
+    assert not published["memory_feedback"].annotations.destructive_hint
 
 
 def test_allow_publishes_only_the_chosen_tools(memory):

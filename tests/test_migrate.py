@@ -42,10 +42,12 @@ def moves(turns, existing):
 def build_source(path: str) -> None:
     """A store with something in every table: LM facts with entities and write runs, raw turns in
     a conversation (turn contexts), an update, a delete, blocks, settings, keys, a pin, an
-    archived memory and a summary linked to what it condenses."""
+    archived memory, a summary linked to what it condenses, and feedback (the update's
+    correction, a verdict) naming the runs that made what it judges."""
     with Memory(path, embedder=HashEmbedder(64), lm=fused_lm(moves)) as memory:
         memory.add("Ada here: I live in Boston now.", user_id="ada", at="2024-01-10")
-        memory.add("Ada here: I live in Denver now.", user_id="ada", at="2024-03-08")
+        denver = memory.add("Ada here: I live in Denver now.", user_id="ada", at="2024-03-08").ops[0]
+        memory.feedback(denver.memory_id, "useful", note="the move is right", user_id="ada")
         turns = memory.add(CHAT, user_id="bob", at="2024-04-01T10:00:00", infer=False).memories
         memory.update(turns[2].id, "Bob will bring the sandwiches and lemonade.", user_id="bob")
         memory.delete(turns[3].id, user_id="bob")

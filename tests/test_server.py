@@ -83,6 +83,8 @@ def routes(ada_id: str, bob_id: str) -> dict[str, tuple[str, str, dict]]:
         "set_block": ("PUT", "/v1/blocks/persona", {"json": {"value": "Ada's helper."}}),
         "profile": ("GET", "/v1/profile", {}),
         "maintain": ("POST", "/v1/maintain", {"json": {"dry_run": True}}),
+        "feedback": ("POST", "/v1/feedback", {"json": {"memory_id": ada_id, "verdict": "useful"}}),
+        "list_feedback": ("GET", "/v1/feedback", {"params": {"source": "verdict"}}),
         "delete": ("DELETE", f"/v1/memories/{ada_id}", {}),
         "delete_scope": ("DELETE", "/v1/scope", {"params": {"run_id": "scratch"}}),
     }
@@ -137,6 +139,27 @@ def test_the_seed_endpoints_refuse_another_tenant(service, endpoint):
     if endpoint == "/forget_memory":  # naming no scope: bob's id is not found among ada's
         response = service["clients"]["ada"].post(endpoint, json={"memory_id": service["bob_id"]})
         assert response.status_code == 404
+
+
+def test_feedback_is_given_and_read_in_the_keys_scope_only(service):
+    ada, bob = service["clients"]["ada"], service["clients"]["bob"]
+    own = ada.post("/store_memory", json={"content": "Ada's bike is red."}).json()["memory_id"]
+    given = ada.post("/v1/feedback", json={"memory_id": own, "verdict": "wrong", "note": "it is blue"})
+    assert given.status_code == 201, given.text
+    record = given.json()
+    assert (record["source"], record["verdict"], record["note"], record["user_id"]) == (
+        "verdict", "wrong", "it is blue", "ada",
+    )  # fmt: skip
+    listed = ada.get("/v1/feedback", params={"memory_id": own}).json()
+    assert [item["id"] for item in listed] == [record["id"]]
+    # Bob's key reaches neither ada's memory nor her feedback; ada's key not bob's memory.
+    assert bob.get("/v1/feedback", params={"memory_id": own}).json() == []
+    denied = bob.post("/v1/feedback", json={"memory_id": own, "verdict": "useful"})
+    assert denied.status_code == 404 and denied.json()["error"]["code"] == "memory_not_found"
+    denied = ada.post("/v1/feedback", json={"memory_id": service["bob_id"], "verdict": "wrong"})
+    assert denied.status_code == 404
+    bad = ada.post("/v1/feedback", json={"memory_id": own, "verdict": "meh"})
+    assert bad.status_code == 422 and "wrong" in bad.json()["error"]["message"]
 
 
 def test_admin_routes_need_an_admin_key(service):

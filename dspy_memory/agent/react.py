@@ -31,7 +31,7 @@ class MemoryReAct(dspy.Module):
     >>> agent(question="Where should I go running this weekend?").answer
 
     The memory tools (`memory.tools(...)`, limited by `allow`; none can destroy data unless
-    allow_forget=True) are added to `tools`. The scope is fixed here; the model cannot choose it. `budget_tokens` bounds the injected context.
+    allow_forget=True; memory_feedback only with allow_feedback=True) are added to `tools`. The scope is fixed here; the model cannot choose it. `budget_tokens` bounds the injected context.
     """
 
     def __init__(
@@ -42,6 +42,7 @@ class MemoryReAct(dspy.Module):
         tools: list[Any] = (),  # type: ignore[assignment]
         allow: list[str] | None = None,
         allow_forget: bool = False,
+        allow_feedback: bool = False,
         max_iters: int = 10,
         budget_tokens: int = 1000,
         earlier_attempts: int = 5,
@@ -64,7 +65,8 @@ class MemoryReAct(dspy.Module):
             ),
             type_=str,
         )
-        memory_tools = memory.tools(**self.scope.model_dump(), allow=allow, allow_forget=allow_forget)
+        opt_in = dict(allow_forget=allow_forget, allow_feedback=allow_feedback)
+        memory_tools = memory.tools(**self.scope.model_dump(), allow=allow, **opt_in)
         self.react = dspy.ReAct(with_memory, tools=[*tools, *memory_tools], max_iters=max_iters)
 
     # -- before and after ------------------------------------------------------------------------

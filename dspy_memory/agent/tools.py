@@ -27,6 +27,7 @@ TOOL_NAMES = (
     "revise",
     "forget",
     "memory_history",
+    "memory_feedback",
     "core_memory_append",
     "core_memory_replace",
 )
@@ -34,7 +35,16 @@ TOOL_NAMES = (
 # (history shows them), remember only adds. One injected instruction in a recalled memory must
 # not be able to erase data, so `forget` (a hard delete) is given only on explicit opt-in.
 DESTRUCTIVE_TOOLS = frozenset({"forget"})
-DEFAULT_TOOL_NAMES = tuple(name for name in TOOL_NAMES if name not in DESTRUCTIVE_TOOLS)
+# Tools given only on opt-in, and the option that gives each. memory_feedback keeps the model's
+# verdicts as labelled examples the write program may be compiled on (docs/feedback.md): whether
+# an agent's judgement is worth that is the developer's call, and an injected memory must not be
+# able to fill the training data by default.
+OPT_IN_TOOLS = {"forget": "allow_forget", "memory_feedback": "allow_feedback"}
+DEFAULT_TOOL_NAMES = tuple(name for name in TOOL_NAMES if name not in OPT_IN_TOOLS)
+_WHY = {
+    "forget": "deletes memories for good",
+    "memory_feedback": "keeps the agent's verdicts as examples the memory writer learns from",
+}
 SHORT_ID = 8
 
 
@@ -91,33 +101,44 @@ def _tool_class() -> type:
     return MemoryToolFunction
 
 
-def chosen_tools(allow: Iterable[str] | None = None, allow_forget: bool = False) -> list[str]:
+def chosen_tools(
+    allow: Iterable[str] | None = None, allow_forget: bool = False, allow_feedback: bool = False
+) -> list[str]:
     """The tool names to make: `allow` (default: every tool permitted), where `forget` is
-    permitted only with allow_forget=True. Naming forget in `allow` without it is an error
-    rather than silently leaving it out, so nobody believes an agent can delete when it cannot."""
-    if not isinstance(allow_forget, bool):
-        raise InvalidInputError(f"allow_forget must be True or False, not {type(allow_forget).__name__}")
+    permitted only with allow_forget=True and `memory_feedback` only with allow_feedback=True.
+    Naming one in `allow` without its opt-in is an error rather than silently leaving it out, so
+    nobody believes an agent can delete (or label) when it cannot."""
+    opted = {"allow_forget": allow_forget, "allow_feedback": allow_feedback}
+    for option, value in opted.items():
+        if not isinstance(value, bool):
+            raise InvalidInputError(f"{option} must be True or False, not {type(value).__name__}")
     if allow is not None and (isinstance(allow, (str, bytes)) or not isinstance(allow, Iterable)):
         raise InvalidInputError(f"allow takes a list of tool names from {list(TOOL_NAMES)}")
-    permitted = TOOL_NAMES if allow_forget else DEFAULT_TOOL_NAMES
+    permitted = [name for name in TOOL_NAMES if name not in OPT_IN_TOOLS or opted[OPT_IN_TOOLS[name]]]
     chosen = list(permitted if allow is None else allow)
     unknown = [name for name in chosen if name not in TOOL_NAMES]
     if unknown:
         raise InvalidInputError(f"unknown memory tools {unknown!r:.200}; choose from {list(TOOL_NAMES)}")
     refused = [name for name in chosen if name not in permitted]
     if refused:
+        option = OPT_IN_TOOLS[refused[0]]
         raise InvalidInputError(
-            f"{refused[0]!r} deletes memories for good and is not given to an agent by default: "
-            "pass allow_forget=True (CLI: --allow-forget) to opt in"
+            f"{refused[0]!r} {_WHY[refused[0]]} and is not given to an agent by default: "
+            f"pass {option}=True (CLI: --{option.replace('_', '-')}) to opt in"
         )
     return list(dict.fromkeys(chosen))
 
 
 def make_tools(
-    memory: Memory, scope: Scope, allow: Iterable[str] | None = None, *, allow_forget: bool = False
+    memory: Memory,
+    scope: Scope,
+    allow: Iterable[str] | None = None,
+    *,
+    allow_forget: bool = False,
+    allow_feedback: bool = False,
 ) -> list[Any]:
-    """`dspy.Tool`s bound to `memory` and `scope`: `chosen_tools(allow, allow_forget)`."""
-    chosen = chosen_tools(allow, allow_forget)
+    """`dspy.Tool`s bound to `memory` and `scope`: `chosen_tools(allow, allow_forget, allow_feedback)`."""
+    chosen = chosen_tools(allow, allow_forget, allow_feedback)
     ids = scope.model_dump()
 
     def resolve(memory_id: str) -> str:
@@ -177,6 +198,12 @@ def make_tools(
             for event in events
         )
 
+    def memory_feedback(memory_id: str, verdict: str, note: str = "") -> str:
+        """Say that a recalled memory was wrong, outdated, irrelevant or useful for the task, with
+        a short note; the memory writer learns from it. Use revise to correct the text itself."""
+        record = memory.feedback(resolve(memory_id), verdict, note=note or None, **ids)
+        return f"noted: [{short_id(record.memory_id or '')}] {record.verdict}"
+
     def core_memory_append(label: str, text: str) -> str:
         """Add a line to a core memory block (always in your context), e.g. label "human"."""
         block = memory.blocks.append(label, text, **ids)
@@ -193,6 +220,7 @@ def make_tools(
         "revise": revise,
         "forget": forget,
         "memory_history": memory_history,
+        "memory_feedback": memory_feedback,
         "core_memory_append": core_memory_append,
         "core_memory_replace": core_memory_replace,
     }
@@ -203,6 +231,8 @@ def make_tools(
         "content": "a self-contained sentence",
         "memory_id": "the id shown in brackets by recall",
         "reason": "why, in a few words",
+        "verdict": "wrong, outdated, irrelevant or useful",
+        "note": "why, in a few words (may be empty)",
         "label": "the block's label",
         "text": "the line to add",
         "old": "the exact text to replace",

@@ -164,6 +164,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--allow-forget", action="store_true", help="also publish forget, which deletes memories for good"
     )
+    p.add_argument(
+        "--allow-feedback",
+        action="store_true",
+        help="also publish memory_feedback: the client's verdicts on memories kept as feedback",
+    )
     p.add_argument("--lm", default=None, help=LM_HELP)
 
     p = command("keys", "create, list or revoke API keys of the service", service.cmd_keys)
@@ -200,12 +205,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     from dspy_memory.cli.audit import add_audit_command
     from dspy_memory.cli.exchange import add_exchange_commands
+    from dspy_memory.cli.feedback import add_feedback_command
     from dspy_memory.cli.files import add_file_commands
     from dspy_memory.cli.migrate import add_migrate_command
     from dspy_memory.doctor import add_doctor_command
 
     add_exchange_commands(command)
     add_audit_command(command)
+    add_feedback_command(command)
     add_file_commands(sub)
     add_migrate_command(sub)
     add_doctor_command(sub)

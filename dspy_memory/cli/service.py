@@ -61,6 +61,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         port=args.port,
         allow=allow,
         allow_forget=args.allow_forget,
+        allow_feedback=args.allow_feedback,
         embedder=args.embedder,
         lm=make_cli_lm(args),
         **{

@@ -1,6 +1,6 @@
 """Export and import (docs/governance.md, "Export and import"): a scope's memory, with every
 version, its sources, episodes, entities, events, links, blocks (profiles are blocks), lifecycle
-settings and, optionally, its vectors, in one JSONL file (governance/exchange_format.py) that
+settings, write runs (with what each saw and did), feedback and, optionally, its vectors, in one JSONL file (governance/exchange_format.py) that
 both backends write and read alike; the SQL is in store/exchange.py.
 
 Import is atomic (one transaction) and idempotent (rows already held are counted, not written
@@ -169,12 +169,14 @@ _TEXT = {
     "entity": ("name", "summary"),
     "block": ("value", "description"),
     "block_version": ("value", "reason"),
+    "feedback": ("note",),
 }
 _JSON = {
     "episode": ("metadata",),
     "memory": ("metadata",),
     "memory_event": ("metadata",),
     "entity": ("metadata",),
+    "feedback": ("expected",),
 }
 
 
@@ -211,6 +213,7 @@ def _check_references(path: str, records: dict[str, list[dict[str, Any]]]) -> No
     memories = {record["id"] for record in records["memory"]}
     versions = {(record["id"], record["version"]) for record in records["memory"]}
     blocks = {record["id"] for record in records["block"]}
+    runs = {record["uid"] for record in records["write_run"] if record["uid"] is not None}
     names = {
         "memory": [(end, record.get(end), entities) for record in records["memory"] for end in ("subject_id", "object_id")],
         "memory_source": [
@@ -228,6 +231,11 @@ def _check_references(path: str, records: dict[str, list[dict[str, Any]]]) -> No
         ],
         "vector": [("memory", (record["memory_id"], record["version"]), versions) for record in records["vector"]],
         "block_version": [("block_id", record["block_id"], blocks) for record in records["block_version"]],
+        # What a run saw and did comes with its run; a feedback record with its memory (its
+        # write_run_id may name a run of a wider scope, which a scope's export leaves out).
+        "write_run_candidate": [("write_run_id", r["write_run_id"], runs) for r in records["write_run_candidate"]],
+        "write_run_op": [("write_run_id", r["write_run_id"], runs) for r in records["write_run_op"]],
+        "feedback": [("memory_id", r["memory_id"], memories) for r in records["feedback"]],
     }  # fmt: skip
     for kind, refs in names.items():
         for field, value, known in refs:

@@ -26,18 +26,23 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from dspy_memory.errors import DSPyMemoryError
 from dspy_memory.governance.files import staged
-from dspy_memory.types import EPISODE_SOURCES, MEMORY_KINDS
+from dspy_memory.ops import WriteAction
+from dspy_memory.types import EPISODE_SOURCES, FEEDBACK_SOURCES, FEEDBACK_VERDICTS, MEMORY_KINDS
 
 FORMAT = "dspy-memory-export"
-FORMAT_VERSION = 1
+# 2: write runs carry a `uid`, with what each saw and did (write_run_candidate, write_run_op),
+# and feedback records. Version 1 files are read too (their write runs have no uid).
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 MAX_LINE_BYTES = 64 * 2**20
 # In the order they are written and imported (a record comes after those it names).
 RECORD_TYPES = (
     "entity", "episode", "memory", "turn_context", "memory_source", "memory_link", "memory_event",
-    "block", "block_version", "lifecycle_settings", "write_run", "vector",
+    "block", "block_version", "lifecycle_settings", "write_run", "write_run_candidate", "write_run_op",
+    "feedback", "vector",
 )  # fmt: skip
 # Stored as text (JSON) or 0/1 in the database; objects and booleans in the file.
-JSON_FIELDS = frozenset({"metadata", "settings", "episode_ids", "rejected"})
+JSON_FIELDS = frozenset({"metadata", "settings", "episode_ids", "rejected", "expected"})
 BOOL_FIELDS = frozenset({"pinned", "read_only", "infer"})
 
 
@@ -96,9 +101,24 @@ _FIELDS: dict[str, dict[str, Any]] = {
     },
     "lifecycle_settings": {**_Scope, "settings": (dict[str, Any], ...), "updated_at": (_Time, ...)},
     "write_run": {
-        **_Scope, "mode": (str, ...), "episode_ids": (list[_Id], ...), "lm": _Opt, "lm_calls": (_Count, ...),
+        "uid": (_Id | None, None), **_Scope, "mode": (str, ...), "episode_ids": (list[_Id], ...), "lm": _Opt, "lm_calls": (_Count, ...),
         "prompt_tokens": (_Count, ...), "completion_tokens": (_Count, ...), "ops_applied": (_Count, ...),
         "rejected": (list[Any], ...), "error": _Opt, "started_at": (_Time, ...), "finished_at": (_Time, ...),
+    },
+    "write_run_candidate": {
+        "write_run_id": (_Id, ...), "alias": (_Count, ...), "memory_id": (_Id, ...), "version": (_Version, ...),
+    },
+    "write_run_op": {
+        "write_run_id": (_Id, ...), "op_index": (_Count, ...), "action": (WriteAction | None, None),
+        "target": (int | None, None), "applied": (WriteAction | None, None), "memory_id": (_Id | None, None),
+        "version": (_Version | None, None), "refused": _Opt,
+    },
+    "feedback": {
+        "id": (_Id, ...), **_Scope, "source": (Literal[FEEDBACK_SOURCES], ...),
+        "verdict": (Literal[FEEDBACK_VERDICTS] | None, None), "memory_id": (_Id | None, None),
+        "memory_version": (_Version | None, None), "write_run_id": (_Id | None, None),
+        "op_index": (_Count | None, None), "note": _Opt, "expected": (dict[str, Any], ...), "actor": (str, ...),
+        "created_at": (_Time, ...),
     },
     "vector": {
         "memory_id": (_Id, ...), "version": (_Version, ...), "dim": (Annotated[int, Field(gt=0)], ...),
@@ -259,9 +279,9 @@ def _json(path: str, number: int, line: bytes) -> dict[str, Any]:
     return value
 
 
-def _checked(path: str, number: int, model: type[BaseModel], value: dict[str, Any]) -> None:
+def _checked(path: str, number: int, model: type[BaseModel], value: dict[str, Any]) -> BaseModel:
     try:
-        model.model_validate(value)
+        return model.model_validate(value)
     except ValidationError as exc:
         problem = exc.errors()[0]
         where = ".".join(str(part) for part in problem["loc"]) or "record"
@@ -283,18 +303,19 @@ def read(path: str | os.PathLike[str]) -> tuple[Header, dict[str, list[dict[str,
     if first.get("record") != "header" or first.get("format") != FORMAT:
         raise ExportFileError(f"{path} is not a dspy-memory export (line 1 is no {FORMAT} header)")
     version = first.get("format_version")
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS:
+        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
         raise ExportFileError(
-            f"{path} has export format version {version!r}; this dspy-memory reads version {FORMAT_VERSION} "
+            f"{path} has export format version {version!r}; this dspy-memory reads versions {readable} "
             "(upgrade dspy-memory to read newer exports)"
         )
-    _checked(path, 1, Header, first)
-    header = Header.model_validate(first)
+    header = _checked(path, 1, Header, first)
+    assert isinstance(header, Header)
     last = _json(path, len(lines), lines[-1]) if len(lines) > 1 and lines[-1].endswith(b"\n") else {}
     if last.get("record") != "trailer":
         raise ExportFileError(f"{path} is cut short (its last line is no trailer); nothing was imported")
-    _checked(path, len(lines), Trailer, last)
-    trailer = Trailer.model_validate(last)
+    trailer = _checked(path, len(lines), Trailer, last)
+    assert isinstance(trailer, Trailer)
     body = lines[1:-1]
     digest = hashlib.sha256(b"".join(body)).hexdigest()
     if digest != trailer.sha256:
@@ -310,8 +331,8 @@ def read(path: str | os.PathLike[str]) -> tuple[Header, dict[str, list[dict[str,
             raise ExportFileError(
                 f"{path}: line {number} has an unknown record type {value['record'][:40]!r}"
             )
-        _checked(path, number, model, value)
-        records[value["record"]].append(value)
+        # As validated: fields an older version's file leaves out are there, with their default.
+        records[value["record"]].append(_checked(path, number, model, value).model_dump())
     counts = {kind: len(found) for kind, found in records.items() if found}
     if counts != trailer.counts or counts != header.counts:
         raise ExportFileError(f"{path}: the record counts {counts} differ from the header's or trailer's")

@@ -24,6 +24,7 @@ class GovernanceMethods:
     config: Any
     embedder: Any
     _writer: Any
+    _scopes: Any
 
     def _first_use(self) -> None: ...
     def _scope(self, method: str, args: dict[str, Any], *, exact: bool = False) -> Any: ...
@@ -35,19 +36,22 @@ class GovernanceMethods:
         *,
         allow: Sequence[str] | None = None,
         allow_forget: bool = False,
+        allow_feedback: bool = False,
         **scope: Unpack[ScopeArgs],
     ) -> list[Any]:
         """Tools for `dspy.ReAct` bound to this scope, none of which can destroy data: recall,
         remember, revise, memory_history, core_memory_append, core_memory_replace (revise and
         the block edits keep every earlier version). `forget` (a hard delete) only with
-        allow_forget=True; `allow` picks some, e.g.
+        allow_forget=True; `memory_feedback` (the agent's verdicts kept as feedback the write
+        program learns from, docs/feedback.md) only with allow_feedback=True; `allow` picks some, e.g.
         `dspy.ReAct("question -> answer", tools=memory.tools(user_id="ada"))`. The scope is exact
         in every mode: tools(agent_id="x") reaches only agent x's memories stored without a user."""
         from dspy_memory.agent.tools import make_tools
 
         where = self._scope("tools", scope, exact=True)
         self.store.check_open()  # tools made now would fail later, in the middle of an agent run
-        return make_tools(self, where, allow, allow_forget=allow_forget)  # type: ignore[arg-type]
+        options = dict(allow_forget=allow_forget, allow_feedback=allow_feedback)
+        return make_tools(self, where, allow, **options)  # type: ignore[arg-type]
 
     def scoped(self, **scope: Unpack[ScopeArgs]) -> ScopedMemory:
         """This memory seen through one scope, for application code: `ada = memory.scoped(
@@ -149,18 +153,16 @@ class GovernanceMethods:
         user_id="ada")`), or of the whole store with all_scopes=True, to a JSONL file (gzipped
         when the name ends in .gz): every memory version with both time axes, its sources,
         episodes, entities, events, links, blocks with their versions (profiles too), lifecycle
-        settings and, with include_embeddings=True, the vectors. Returns an ExportReport (path,
+        settings, write runs, feedback and, with include_embeddings=True, the vectors. Returns an ExportReport (path,
         records per type, sha256 of the records)."""
         from dspy_memory.governance.exchange import export_scope
 
-        for name, value in (("include_embeddings", include_embeddings), ("all_scopes", all_scopes)):
-            if not isinstance(value, bool):
-                raise InvalidInputError(f"{name} must be True or False, not {type(value).__name__}")
-        if all_scopes and any(value is not None for value in scope.values()):
-            raise InvalidInputError("export(): pass the scope or all_scopes=True, not both")
-        where = None if all_scopes else self._scope("export", scope)
-        if all_scopes:
-            self._first_use()
+        if not isinstance(include_embeddings, bool):
+            raise InvalidInputError(
+                f"include_embeddings must be True or False, not {type(include_embeddings).__name__}"
+            )
+        where = self._scopes.read_or_all("export", scope, all_scopes)
+        self._first_use()
         self.store.check_open()
         return export_scope(self, file_argument(path, "path"), where, embeddings=include_embeddings)
 

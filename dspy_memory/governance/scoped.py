@@ -117,6 +117,10 @@ class ScopedMemory(_Bound):
     context = _through(Memory.context)
     answer = _through(Memory.answer)
     profile = _through(Memory.profile)
+    # feedback (docs/feedback.md)
+    feedback = _through(Memory.feedback)
+    feedback_records = _through(Memory.feedback_records)
+    get_feedback = _through(Memory.get_feedback)
     # agents and lifecycle
     tools = _through(Memory.tools)
     maintain = _through(Memory.maintain)

@@ -58,9 +58,10 @@ class LifecycleMethods:
         return self._maintainer.run(where, lm=lm, consolidate=consolidate, dry_run=dry_run)
 
     def restore(self, memory_id: str, **owner: Unpack[OwnerArgs]) -> MemoryRecord:
-        """Make an archived memory active again (a RESTORE event); it counts as a recall."""
+        """Make an archived memory active again (a RESTORE event); it counts as a recall. Archiving
+        it was a mistake: a "restore" feedback record keeps that (docs/feedback.md)."""
         memory_id, where = self._owned("restore", memory_id, owner)
-        record, _ = self.store.restore(memory_id, scope=where, actor="user")
+        record, _ = self.store.restore(memory_id, scope=where, actor="user", feedback=True)
         return self._retriever.with_retention(record)
 
     def pin(self, memory_id: str, pinned: bool = True, **owner: Unpack[OwnerArgs]) -> MemoryRecord:

@@ -4,8 +4,9 @@ The tools are exactly the ones `memory.tools()` makes (agent/tools.py): same nam
 typed parameters and "error: ..." answers; this module only publishes them. They are bound to
 one scope chosen by whoever starts the server (arguments, else DSPY_MEMORY_MCP_* variables),
 never by the model or the client. As in Python, the default tools cannot destroy data; `forget`
-is published only with allow_forget=True (`dspy-memory mcp --allow-forget`). `build_mcp_server` takes the scope as a parameter so an
-HTTP mount behind an API key can pass the key's scope instead.
+is published only with allow_forget=True (`dspy-memory mcp --allow-forget`), `memory_feedback`
+only with allow_feedback=True (`--allow-feedback`). `build_mcp_server` takes the scope as a
+parameter so an HTTP mount behind an API key can pass the key's scope instead.
 """
 
 from __future__ import annotations
@@ -93,19 +94,21 @@ def build_mcp_server(
     *,
     allow: Iterable[str] | None = None,
     allow_forget: bool = False,
+    allow_feedback: bool = False,
     name: str = "dspy-memory",
 ) -> MCPServer:
     """An MCP server (mcp's `MCPServer`, formerly FastMCP) publishing `memory.tools(**scope,
-    allow=allow, allow_forget=allow_forget)`: recall, remember, revise, memory_history,
-    core_memory_append, core_memory_replace by default (none destroys data); `allow` picks
-    some; forget, which deletes for good, only with allow_forget=True."""
+    allow=allow, allow_forget=allow_forget, allow_feedback=allow_feedback)`: recall, remember,
+    revise, memory_history, core_memory_append, core_memory_replace by default (none destroys
+    data); `allow` picks some; forget, which deletes for good, only with allow_forget=True;
+    memory_feedback only with allow_feedback=True."""
     mcpserver = _needs_mcp()
     from mcp.types import ToolAnnotations
 
     given = scope.model_dump() if isinstance(scope, Scope) else dict(scope)
     ids = {key: value for key, value in given.items() if value is not None}
     server = mcpserver.MCPServer(name=name, instructions=INSTRUCTIONS)
-    for tool in memory.tools(allow=allow, allow_forget=allow_forget, **ids):
+    for tool in memory.tools(allow=allow, allow_forget=allow_forget, allow_feedback=allow_feedback, **ids):
         hints = ToolAnnotations(
             read_only_hint=tool.name in READ_ONLY, destructive_hint=tool.name in DESTRUCTIVE
         )
@@ -201,6 +204,7 @@ def run_mcp(
     run_id: str | None = None,
     allow: Iterable[str] | None = None,
     allow_forget: bool = False,
+    allow_feedback: bool = False,
     embedder: Any = None,
     lm: Any = None,
 ) -> None:
@@ -209,7 +213,7 @@ def run_mcp(
     if transport not in TRANSPORTS:
         raise InvalidInputError(f"transport must be one of {list(TRANSPORTS)}, not {transport!r:.40}")
     scope = mcp_scope(user_id, agent_id, run_id)  # before opening: no file is created for nothing
-    chosen_tools(allow, allow_forget)  # a refused tool list too
+    chosen_tools(allow, allow_forget, allow_feedback)  # a refused tool list too
     _needs_mcp()
     if transport == "streamable-http" and host not in _LOOPBACK:
         # The scope is fixed and there is no key check yet: whoever reaches the port is that user.
@@ -218,7 +222,8 @@ def run_mcp(
             "MCP over HTTP on %s: anyone who can reach it reads and writes the memory of %s", host, who
         )
     with Memory(config_or_path, embedder=embedder, lm=lm) as memory:
-        server = build_mcp_server(memory, scope, allow=allow, allow_forget=allow_forget)
+        opt_in = dict(allow_forget=allow_forget, allow_feedback=allow_feedback)
+        server = build_mcp_server(memory, scope, allow=allow, **opt_in)
         if transport == "stdio":
             server.run("stdio")  # stdout carries the protocol; logs go to stderr
         else:

@@ -73,6 +73,12 @@ class UpdateRequest(Scoped):
     reason: str | None = None
 
 
+class FeedbackRequest(Scoped):
+    memory_id: str
+    verdict: str  # wrong, outdated, irrelevant, useful
+    note: str | None = None
+
+
 class SearchRequest(Scoped):
     query: str
     k: int = 10

@@ -27,7 +27,7 @@ EMBEDDER_KEYS = ("embedder_dim", "embedder_name")
 META_KEYS = ("audit_head", "audit_salt", *EMBEDDER_KEYS)
 # Text columns holding JSON: compared by value (a backend may store it reformatted).
 JSON_COLUMNS = frozenset(
-    {"metadata", "settings", "episode_ids", "rejected", "counts", "memory_ids", "details"}
+    {"metadata", "settings", "episode_ids", "rejected", "counts", "memory_ids", "details", "expected"}
 )
 
 
@@ -57,6 +57,9 @@ TABLES = (
     Table("blocks", ("id",)),
     Table("block_versions", ("block_id", "version")),
     Table("write_runs", ("id",)),
+    Table("write_run_candidates", ("write_run_id", "alias")),
+    Table("write_run_ops", ("write_run_id", "op_index")),
+    Table("feedback", ("id",)),
     Table("turn_context", ("row_id", "episode_id")),
     Table("lifecycle_settings", ("user_id", "agent_id", "run_id"), scoped=True),
     Table("memory_links", ("memory_id", "linked_id")),

@@ -24,6 +24,7 @@ from dspy_memory.errors import MemoryNotFoundError
 from dspy_memory.store.audit_log import AuditLog, scope_of
 from dspy_memory.store.backend import Backend, KeywordIndex, VectorIndex
 from dspy_memory.store.queries import Predicate, not_found, scope_predicate
+from dspy_memory.store.runs import withhold_reasons
 from dspy_memory.store.turns import TurnContext
 from dspy_memory.types import DeleteResult, Scope
 from dspy_memory.util.timeutil import now_db
@@ -34,6 +35,21 @@ _CONTENT_KEYS = ("new_content", "old_content", "content")
 
 def _ids(values: Iterable[Any]) -> str:
     return json.dumps(sorted(values))
+
+
+def _contents(rows: list[Any]) -> str:
+    """The erased memory rows' contents, as a bound JSON list."""
+    return json.dumps(sorted({row["content"] for row in rows}))
+
+
+def _same_users(rows: list[Any]) -> tuple[str, str]:
+    """(a condition on `user_id`: the users of the erased rows, user-less ones included when
+    they are among them; its parameter)."""
+    users = {row["user_id"] for row in rows}
+    named = json.dumps(sorted(user for user in users if user is not None))
+    return "(user_id IN (SELECT value FROM json_each(?))" + (
+        " OR user_id IS NULL)" if None in users else ")"
+    ), named
 
 
 class Eraser:
@@ -109,8 +125,8 @@ class Eraser:
 
     def scope(self, scope: Scope) -> DeleteResult:
         """Delete everything stored for a scope: memories, vectors, keyword entries, sources,
-        episodes, events, entities, blocks and write-run logs; events of other scopes that quote
-        its memories are scrubbed. The audit log stays, with a receipt of this erasure that
+        episodes, events, entities, blocks, write-run logs (with what each run saw and did) and
+        feedback; events and feedback of other scopes that quote its memories are scrubbed. The audit log stays, with a receipt of this erasure that
         names the scope only by salted hashes (store/audit_log.py)."""
         counts: dict[str, int] = {}
         with self._purging() as conn:
@@ -126,6 +142,13 @@ class Eraser:
                 row[0]
                 for row in conn.execute(f"SELECT e.id FROM episodes e WHERE {episodes.sql}", episodes.params)
             }
+            # What the scope's write runs saw and did goes with them (before them: it names them).
+            runs = scope_predicate(Predicate(), scope, alias="r")
+            for table in ("write_run_ops", "write_run_candidates"):
+                counts[table] = conn.execute(
+                    f"DELETE FROM {table} WHERE write_run_id IN (SELECT r.uid FROM write_runs r WHERE {runs.sql})",
+                    runs.params,
+                ).rowcount
             for table in ("memory_events", "blocks", "write_runs"):
                 predicate = scope_predicate(Predicate(), scope, alias="t")
                 counts[table] = conn.execute(
@@ -133,9 +156,10 @@ class Eraser:
                 ).rowcount
             counts.update(self._erase(conn, memory_ids, episode_ids, actor=None))
             predicate = scope_predicate(Predicate(), scope, alias="t")
-            counts["entities"] += conn.execute(
-                f"DELETE FROM entities AS t WHERE {predicate.sql}", predicate.params
-            ).rowcount
+            for table in ("entities", "feedback"):  # _erase took those of its memories already
+                counts[table] += conn.execute(
+                    f"DELETE FROM {table} AS t WHERE {predicate.sql}", predicate.params
+                ).rowcount
             self._audit.record("erase_scope", scope=scope, counts=counts)
         return DeleteResult(counts=counts)
 
@@ -173,7 +197,8 @@ class Eraser:
         counts = {
             "events_scrubbed": self._scrub_quotes(
                 conn, memory_ids, episode_ids, rows, verbatim=actor is not None
-            )
+            ),
+            "feedback": self._erase_feedback(conn, memory_ids, episode_ids, rows, verbatim=actor is not None),
         }
         counts.update(self._delete_rows(conn, [row["row_id"] for row in rows]))
         # Entity names are content too: those no other memory points at go with it.
@@ -271,12 +296,8 @@ class Eraser:
         Returns the number of event rows changed."""
         if not rows:
             return 0
-        ids, contents = _ids(memory_ids), json.dumps(sorted({row["content"] for row in rows}))
-        users = {row["user_id"] for row in rows}
-        named = json.dumps(sorted(user for user in users if user is not None))
-        same_users = "(user_id IN (SELECT value FROM json_each(?))" + (
-            " OR user_id IS NULL)" if None in users else ")"
-        )
+        ids, contents = _ids(memory_ids), _contents(rows)
+        same_users, named = _same_users(rows)
         others = f"{same_users} AND memory_id NOT IN (SELECT value FROM json_each(?))"
         linked = {
             row[0]
@@ -327,6 +348,33 @@ class Eraser:
                 (named, ids, contents),
             ).rowcount
         return changed
+
+    @staticmethod
+    def _erase_feedback(
+        conn: Any, memory_ids: set[str], episode_ids: set[str], rows: list[Any], *, verbatim: bool
+    ) -> int:
+        """Erase the feedback on the erased memories (every version: a person's note and the
+        corrected text are content), withhold the refusal reasons of write runs that read an
+        erased episode (a reason may name a relation the LM read there; the codes stay), and,
+        with `verbatim`, drop notes of the same users' feedback that quote an erased version.
+        Returns the records erased. The runs' rows of candidates and operations hold ids only
+        and stay (store/runs.py)."""
+        erased = conn.execute(
+            "DELETE FROM feedback WHERE memory_id IN (SELECT value FROM json_each(?))", (_ids(memory_ids),)
+        ).rowcount
+        runs = withhold_reasons(conn, _ids(episode_ids))
+        conn.execute(
+            "UPDATE feedback SET note = NULL WHERE source = 'refused' AND write_run_id IN (SELECT value FROM json_each(?))",
+            (_ids(runs),),
+        )
+        if verbatim and rows:
+            same_users, named = _same_users(rows)
+            conn.execute(
+                f"UPDATE feedback AS f SET note = NULL WHERE {same_users} AND note IS NOT NULL "
+                "AND EXISTS (SELECT 1 FROM json_each(?) c WHERE instr(f.note, c.value) > 0)",
+                (named, _contents(rows)),
+            )
+        return erased
 
     def _delete_rows(self, conn: Any, row_ids: list[int]) -> dict[str, int]:
         total, _ = self._vectors.sizes(conn, None)

@@ -11,8 +11,8 @@ relative order the readers tie-break on (row id, rowid, event id) is kept.
 Import is atomic: everything is checked and written in one write transaction, so a failure
 part-way leaves nothing (no memory without its index entries). A row already held (by its key)
 is compared on what makes it that row and skipped when equal; when it differs the import is
-refused (`ImportConflictError`). Events and write runs have no key across stores: they count as
-held when an equal row is there (as many times as the file has it).
+refused (`ImportConflictError`). Events have no key across stores, nor write runs logged before
+runs had a uid: they count as held when an equal row is there (as many times as the file has it).
 """
 
 from __future__ import annotations
@@ -86,17 +86,34 @@ KINDS = (
          "t.block_id, t.version", ("block_id", "version"), ("value", "actor", "reason", "created_at")),
     Kind("lifecycle_settings", "lifecycle_settings", (*SCOPE, "settings", "updated_at"),
          "coalesce(t.user_id, ''), coalesce(t.agent_id, ''), coalesce(t.run_id, '')", SCOPE, ("settings",)),
+    # Matched by uid; runs logged before write runs had one, by the whole row.
     Kind(
         "write_run", "write_runs",
-        (*SCOPE, "mode", "episode_ids", "lm", "lm_calls", "prompt_tokens", "completion_tokens", "ops_applied",
-         "rejected", "error", "started_at", "finished_at"),
-        "t.id",
+        ("uid", *SCOPE, "mode", "episode_ids", "lm", "lm_calls", "prompt_tokens", "completion_tokens",
+         "ops_applied", "rejected", "error", "started_at", "finished_at"),
+        "t.id", ("uid",), (*SCOPE, "mode", "episode_ids", "started_at"),
+    ),
+    Kind("write_run_candidate", "write_run_candidates", ("write_run_id", "alias", "memory_id", "version"),
+         "t.write_run_id, t.alias", ("write_run_id", "alias"), ("memory_id", "version")),
+    Kind(
+        "write_run_op", "write_run_ops",
+        ("write_run_id", "op_index", "action", "target", "applied", "memory_id", "version", "refused"),
+        "t.write_run_id, t.op_index", ("write_run_id", "op_index"),
+        ("action", "target", "applied", "memory_id", "version", "refused"),
+    ),
+    Kind(
+        "feedback", "feedback",
+        ("id", *SCOPE, "source", "verdict", "memory_id", "memory_version", "write_run_id", "op_index", "note",
+         "expected", "actor", "created_at"),
+        "t.created_at, t.id", ("id",),
+        (*SCOPE, "source", "verdict", "memory_id", "memory_version", "write_run_id", "op_index", "note",
+         "expected", "created_at"),
     ),
 )  # fmt: skip
 BY_NAME = {kind.name: kind for kind in KINDS}
 # The link of a raw turn to the episodes its keyword context quotes.
 TURN_CONTEXT = ("memory_id", "version", "episode_id")
-JSON_COLUMNS = frozenset({"metadata", "settings", "episode_ids", "rejected"})
+JSON_COLUMNS = frozenset({"metadata", "settings", "episode_ids", "rejected", "expected"})
 
 
 def id_list(values: Sequence[Any]) -> str:
@@ -127,8 +144,18 @@ def read_scope(
         def of_scope(name: str) -> list[dict[str, Any]]:
             return select_rows(conn, BY_NAME[name], scoped.sql, scoped.params)
 
-        found = {name: of_scope(name) for name in ("episode", "memory", "memory_event", "block", "write_run")}
-        found["lifecycle_settings"] = of_scope("lifecycle_settings")
+        found = {
+            name: of_scope(name)
+            for name in (
+                "episode",
+                "memory",
+                "memory_event",
+                "block",
+                "write_run",
+                "lifecycle_settings",
+                "feedback",
+            )
+        }
 
         # Rows of other tables belong to the scope through the rows they name: `column IN (the
         # scope's keys)`, a subquery both engines evaluate once (a correlated EXISTS made SQLite
@@ -165,6 +192,9 @@ def read_scope(
             found[name] = [row for row in rows if row[other] in exported[kind]]
         blocks = owned("t.block_id", "blocks", "id")
         found["block_version"] = select("block_version", Predicate().add(blocks[0], *blocks[1]))
+        runs = owned("t.write_run_id", "write_runs", "uid")
+        for name in ("write_run_candidate", "write_run_op"):
+            found[name] = select(name, Predicate().add(runs[0], *runs[1]))
         in_scope = scope_predicate(Predicate(), scope)
         episodes = owned("c.episode_id", "episodes", "id")
         found["turn_context"] = [

@@ -177,17 +177,23 @@ def import_rows(
         _insert(conn, BY_NAME["block"], blocks)
         _insert(conn, BY_NAME["block_version"], keyed("block_version"))
         _insert(conn, BY_NAME["lifecycle_settings"], keyed("lifecycle_settings"))
-        for name, column, of in (
-            ("memory_event", "memory_id", "memory_id"),
-            ("write_run", "started_at", "started_at"),
-        ):
-            rows = found.get(name, [])
+        runs = found.get("write_run", [])
+        unnamed = [row for row in runs if row["uid"] is None]  # logged before runs had a uid
+        for name, rows, column in (("memory_event", found.get("memory_event", []), "memory_id"),
+                                   ("write_run", unnamed, "started_at")):  # fmt: skip
             new = _unmatched(
                 conn, BY_NAME[name], rows, f"t.{column} IN (SELECT value FROM json_each(?))",
-                [id_list([row[of] for row in rows])],
+                [id_list([row[column] for row in rows])],
             )  # fmt: skip
             _insert(conn, BY_NAME[name], new)
             counts[name] = (len(new), len(rows) - len(new))
+        new_runs, held_runs = _keyed(
+            conn, BY_NAME["write_run"], [row for row in runs if row["uid"] is not None]
+        )
+        _insert(conn, BY_NAME["write_run"], new_runs)
+        counts["write_run"] = (counts["write_run"][0] + len(new_runs), counts["write_run"][1] + held_runs)
+        for name in ("write_run_candidate", "write_run_op", "feedback"):
+            _insert(conn, BY_NAME[name], keyed(name))
     store.keywords.clear_cache()
     return counts
 

@@ -39,6 +39,7 @@ class Inspection:
             "entities",
             "blocks",
             "write_runs",
+            "feedback",
         )
         with self._conns.read() as conn:
             counts = {name: conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0] for name in tables}

@@ -15,6 +15,7 @@ import numpy as np
 from dspy_memory.errors import WriteConflictError
 from dspy_memory.store.audit_log import AuditLog, scope_of
 from dspy_memory.store.backend import Connections, VectorIndex
+from dspy_memory.store.feedback import FeedbackLog
 from dspy_memory.store.queries import (
     MEMORY_COLUMNS,
     MEMORY_FROM,
@@ -51,6 +52,7 @@ class LifecycleRows:
     _conns: Connections
     audit_log: AuditLog
     vectors: VectorIndex
+    feedback: FeedbackLog
 
     def transaction(self) -> Any:  # provided by Store
         raise NotImplementedError
@@ -180,14 +182,18 @@ class LifecycleRows:
         metadata: dict[str, Any] | None = None,
         recall: bool = True,
         at: str | None = None,
+        feedback: bool = False,
     ) -> tuple[MemoryRecord, bool]:
         """Make an archived memory active again (a RESTORE event); `recall`: it counts as a
-        recall, so the next maintenance does not archive it at once. Returns (the record, whether
-        it was archived)."""
+        recall, so the next maintenance does not archive it at once. `feedback`: a person asked,
+        so archiving it was a mistake: a "restore" feedback record names what archived it.
+        Returns (the record, whether it was archived)."""
         at = at or now_db()
         with self.transaction() as conn:
             row = self._current(conn, memory_id, scope)
             was_archived = row["archived_at"] is not None
+            if was_archived and feedback:
+                self._restore_feedback(conn, row, reason)
             if was_archived:
                 recalled = ", access_count = access_count + 1, last_accessed_at = ?" if recall else ""
                 conn.execute(
@@ -201,13 +207,24 @@ class LifecycleRows:
                 row = self._current(conn, memory_id, scope)
         return record_from_row(row, TimeView(as_of=at, known_at=at)), was_archived
 
+    def _restore_feedback(self, conn: Any, row: Any, reason: str | None) -> None:
+        archived = conn.execute(
+            "SELECT event, reason FROM memory_events WHERE memory_id = ? AND event = 'DECAY' ORDER BY id DESC LIMIT 1",
+            (row["id"],),
+        ).fetchone()
+        expected = {"status": "active", "archived_by": archived["event"] if archived else None}
+        if archived is not None and archived["reason"]:
+            expected["archive_reason"] = archived["reason"]  # "forgotten", "summarized": ours, not content
+        record = record_from_row(row, TimeView.at())
+        self.feedback.about(record, source="restore", note=reason, expected=expected)
+
     def set_pinned(self, memory_id: str, *, scope: Scope | None, pinned: bool) -> MemoryRecord:
         """Pin a memory (it never decays; pinning an archived one restores it) or unpin it."""
         at = now_db()
         with self.transaction() as conn:
             row = self._current(conn, memory_id, scope)
             if pinned and row["archived_at"] is not None:
-                self.restore(memory_id, scope=scope, actor="user", reason="pinned", at=at)
+                self.restore(memory_id, scope=scope, actor="user", reason="pinned", at=at, feedback=True)
             conn.execute("UPDATE memories SET pinned = ? WHERE id = ?", (int(pinned), row["id"]))
             operation = "pin" if pinned else "unpin"
             self.audit_log.record(

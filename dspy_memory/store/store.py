@@ -17,6 +17,7 @@ from dspy_memory.store.blocks import BlockStore
 from dspy_memory.store.conflicts import WriteConflicts
 from dspy_memory.store.episodes import EpisodeLog
 from dspy_memory.store.erase import Eraser
+from dspy_memory.store.feedback import FeedbackLog
 from dspy_memory.store.graph import EntityGraph
 from dspy_memory.store.inspection import Inspection
 from dspy_memory.store.keys import KeyStore
@@ -62,9 +63,9 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts, AccessStatistics, Inspe
     search; memory writes come from MemoryWrites, the lifecycle's rows (archive, restore,
     consolidation, settings) from LifecycleRows, the write path's compare-and-set from
     WriteConflicts, recall statistics from AccessStatistics, checks and counts from Inspection.
-    Episodes, the vector and keyword indexes, erasure, entities, the write-run log and core
-    blocks live in the components `episodes`, `vectors`, `keywords`, `erase`, `graph`, `runs`
-    and `blocks`.
+    Episodes, the vector and keyword indexes, erasure, entities, the write-run log, feedback and
+    core blocks live in the components `episodes`, `vectors`, `keywords`, `erase`, `graph`,
+    `runs`, `feedback` and `blocks`.
 
     Methods that write join the caller's `transaction()` when there is one, so a write path can
     group many calls into one atomic unit.
@@ -118,6 +119,7 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts, AccessStatistics, Inspe
         self.erase = Eraser(self.backend, self.vectors, self.keywords, self.turn_context, self.audit_log)
         self.graph = EntityGraph(self._conns, self.audit_log)
         self.runs = WriteRunLog(self._conns)
+        self.feedback = FeedbackLog(self._conns, self.runs, self.audit_log)
         self.turns = RawTurns(self._conns, self.audit_log)
         self.blocks = BlockStore(self._conns, self.audit_log)
         self.keys = KeyStore(self._conns, self.audit_log)
@@ -195,9 +197,14 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts, AccessStatistics, Inspe
 
     # -- memories: reads -----------------------------------------------------------------------
 
-    def get_memory(self, memory_id: str, *, scope: Scope | None = None) -> MemoryRecord | None:
-        """The current version of a memory, or its last version if it was expired."""
+    def get_memory(
+        self, memory_id: str, *, scope: Scope | None = None, version: int | None = None
+    ) -> MemoryRecord | None:
+        """The current version of a memory, or its last version if it was expired; `version`:
+        that version (each version is a row), as it is now (status as of now)."""
         predicate = scope_predicate(Predicate().add("m.id = ?", memory_id), scope)
+        if version is not None:
+            predicate.add("m.version = ?", version)
         with self._conns.read() as conn:
             row = conn.execute(
                 f"SELECT {MEMORY_COLUMNS} FROM {MEMORY_FROM} WHERE {predicate.sql} "

@@ -114,6 +114,13 @@ def check_id(memory_id: Any, name: str = "memory_id") -> str:
     return valid_text(memory_id, name)
 
 
+def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
+    """One of `choices`, else an error that lists them."""
+    if not isinstance(value, str) or value not in choices:
+        raise InvalidInputError(f"{name} must be one of {', '.join(map(repr, choices))}, got {shown(value)}")
+    return value
+
+
 def check_count(value: Any, name: str, *, low: int, high: int = 2**63 - 1) -> int:
     """An integer argument within [low, high] (bools are not integers here)."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:

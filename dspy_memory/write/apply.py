@@ -11,7 +11,7 @@ raw `turn` (kept, or made now) when the plan holds nothing from it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,9 @@ from dspy_memory.write.inputs import turn_text
 from dspy_memory.write.validate import NEEDS_CONTENT, Plan, PlannedOp
 
 ACTOR = "lm"
+# What each applied operation made or changed, by its index in the program's answer:
+# (memory id, version).
+Made = dict[int, tuple[str, int]]
 
 
 class ClaimLostError(DSPyMemoryError):
@@ -86,13 +89,15 @@ class PlanApplier:
         held_by: str,
         forget_requests: Sequence[str] = (),
         audit_details: Mapping[str, Any] | None = None,
+        log_run: Callable[[list[AppliedOp], Made], None] | None = None,
     ) -> tuple[list[AppliedOp], list[MemoryRecord]]:
         """Apply the plan and mark the episodes done, in one transaction. Returns what was
         applied and the current records of the memories it created or changed. Raises
         WriteConflictError (nothing applied) when what the LM read changed meanwhile, and
         ClaimLostError when `held_by` no longer holds every episode. The audit log gets one
         entry for the whole plan (counts per operation; `audit_details`: which program and LM
-        calls decided it)."""
+        calls decided it). `log_run(applied, made)` runs inside the transaction, after that
+        entry: the run's log and feedback commit with what the run did, or not at all."""
         store = self.store
         deletes = any(p.action == "DELETE" for p in plan.ops)
         covered = {episode_id for p in plan.ops for episode_id in p.episode_ids}
@@ -107,64 +112,71 @@ class PlanApplier:
         vectors = self.embedder.embed(texts) if texts else []
         batch = _Batch(scope, {id(p): vector for p, vector in zip(writes, vectors)})
         group = store.audit_log.group("memory_ops", scope=scope, role=ACTOR, details=audit_details)
-        with store.transaction(), group:
-            if store.episodes.held(episode_ids, held_by) != set(episode_ids):
-                raise ClaimLostError("another writer took over these episodes")
-            store.check_unchanged(
-                scope,
-                versions={p.target.id: p.target.version for p in plan.ops if p.target is not None},
-                after_row_id=seen.after_row_id,
-                seen=[record.id for record in seen.candidates.values()],
-                hashes=[p.content_hash for p in writes if p.content_hash],
-                slots=[
-                    (normalize_name(p.op.subject), p.predicate)
-                    for p in writes
-                    if p.op.subject and p.predicate in SINGLE_VALUED_PREDICATES
-                ],
-            )
-            batch.entities = store.graph.upsert(
-                [name for p in writes for name in (p.op.subject, p.op.object) if name], scope
-            )
-            applied = [self._apply_one(p, batch) for p in plan.ops]
-            turns = store.episodes.current_turns(episode_ids)  # as this transaction sees them
-            for episode_id in covered & set(turns):
-                # Raw turns kept while an earlier attempt failed give way to what was extracted.
-                for turn_id in turns[episode_id]:
-                    store.expire(
-                        turn_id,
-                        scope=None,
-                        actor="system",
-                        event="MERGE",
-                        reason="replaced by memories extracted from its episode",
-                    )
-            items = [
-                raw_turn(episode, vector)
-                for episode, vector in zip(need_turns, vectors[len(writes) :])
-                if episode.id not in turns
-            ]
-            store.insert_memories(items, actor="system", reason="no memory was made from it")
-            store.episodes.mark(episode_ids, "done")
-            if deletes and forget_requests:
-                # The request quotes what it had erased: it goes too (the DELETE event remains).
-                store.erase.episodes(list(forget_requests), scope=scope, actor=ACTOR)
+        with store.transaction():
+            with group:
+                if store.episodes.held(episode_ids, held_by) != set(episode_ids):
+                    raise ClaimLostError("another writer took over these episodes")
+                store.check_unchanged(
+                    scope,
+                    versions={p.target.id: p.target.version for p in plan.ops if p.target is not None},
+                    after_row_id=seen.after_row_id,
+                    seen=[record.id for record in seen.candidates.values()],
+                    hashes=[p.content_hash for p in writes if p.content_hash],
+                    slots=[
+                        (normalize_name(p.op.subject), p.predicate)
+                        for p in writes
+                        if p.op.subject and p.predicate in SINGLE_VALUED_PREDICATES
+                    ],
+                )
+                batch.entities = store.graph.upsert(
+                    [name for p in writes for name in (p.op.subject, p.op.object) if name], scope
+                )
+                outcomes = [self._apply_one(p, batch) for p in plan.ops]
+                turns = store.episodes.current_turns(episode_ids)  # as this transaction sees them
+                for episode_id in covered & set(turns):
+                    # Raw turns kept while an earlier attempt failed give way to what was extracted.
+                    for turn_id in turns[episode_id]:
+                        store.expire(
+                            turn_id,
+                            scope=None,
+                            actor="system",
+                            event="MERGE",
+                            reason="replaced by memories extracted from its episode",
+                        )
+                items = [
+                    raw_turn(episode, vector)
+                    for episode, vector in zip(need_turns, vectors[len(writes) :])
+                    if episode.id not in turns
+                ]
+                store.insert_memories(items, actor="system", reason="no memory was made from it")
+                store.episodes.mark(episode_ids, "done")
+                if deletes and forget_requests:
+                    # The request quotes what it had erased: it goes too (the DELETE event remains).
+                    store.erase.episodes(list(forget_requests), scope=scope, actor=ACTOR)
+            applied = [op for op, _ in outcomes]
+            if log_run is not None:
+                log_run(applied, {p.index: made for p, (_, made) in zip(plan.ops, outcomes)})
         if deletes:
             store.erase.compact()
             forget_cached_content(self.embedder)
         records = [store.get_memory(memory_id, scope=scope) for memory_id in dict.fromkeys(batch.changed)]
         return applied, [record for record in records if record is not None]
 
-    def _apply_one(self, p: PlannedOp, batch: _Batch) -> AppliedOp:
+    def _apply_one(self, p: PlannedOp, batch: _Batch) -> tuple[AppliedOp, tuple[str, int]]:
+        """What was applied, and the (memory id, version) the operation made or changed."""
         reason = p.op.reason
         if p.action == "ADD":
-            return AppliedOp(action="ADD", memory_id=self._add(p, batch), content=p.content, reason=reason)
+            new_id = self._add(p, batch)
+            return AppliedOp(action="ADD", memory_id=new_id, content=p.content, reason=reason), (new_id, 1)
         target = p.target
         assert target is not None, "validation guarantees a target for every other action"
         if p.action == "UPDATE":
-            self._update(p, target, batch)
-            return AppliedOp(action="UPDATE", memory_id=target.id, content=p.content, reason=reason)
+            version = self._update(p, target, batch)
+            updated = AppliedOp(action="UPDATE", memory_id=target.id, content=p.content, reason=reason)
+            return updated, (target.id, version)
         if p.action == "INVALIDATE":
             new_id = self._invalidate(p, target, batch)
-            return AppliedOp(
+            invalidated = AppliedOp(
                 action="INVALIDATE",
                 memory_id=new_id,
                 content=p.content,
@@ -172,13 +184,15 @@ class PlanApplier:
                 correction=p.op.correction,
                 reason=reason,
             )
+            return invalidated, (new_id, 1)
         if p.action == "DELETE":
             self.store.erase.memory(target.id, scope=batch.scope, actor=ACTOR)
-            return AppliedOp(action="DELETE", memory_id=target.id, reason=reason)
+            return AppliedOp(action="DELETE", memory_id=target.id, reason=reason), (target.id, target.version)
         self.store.confirm(
             target.id, scope=batch.scope, episode_ids=p.episode_ids, gain=self.confirm_strength
         )
-        return AppliedOp(action="NOOP", memory_id=target.id, content=target.content, reason=reason)
+        confirmed = AppliedOp(action="NOOP", memory_id=target.id, content=target.content, reason=reason)
+        return confirmed, (target.id, target.version)
 
     def _add(self, p: PlannedOp, batch: _Batch) -> str:
         new_id = str(uuid.uuid4())
@@ -205,7 +219,7 @@ class PlanApplier:
         batch.changed.append(new_id)
         return new_id
 
-    def _update(self, p: PlannedOp, target: MemoryRecord, batch: _Batch) -> None:
+    def _update(self, p: PlannedOp, target: MemoryRecord, batch: _Batch) -> int:
         changes: dict[str, Any] = {"content": p.content, "content_hash": p.content_hash}
         # What the LM left out stays as it was (a refinement keeps when the fact became true,
         # how sure we are of it and how much it matters).
@@ -220,7 +234,7 @@ class PlanApplier:
             "valid_at": p.valid_at,
         }
         changes.update({key: value for key, value in optional.items() if value})
-        self.store.supersede(
+        _, new = self.store.supersede(
             target.id,
             scope=batch.scope,
             changes=changes,
@@ -231,6 +245,7 @@ class PlanApplier:
             episode_id=p.episode_ids[0],
         )
         batch.changed.append(target.id)
+        return new.version
 
     def _invalidate(self, p: PlannedOp, target: MemoryRecord, batch: _Batch) -> str:
         new_id = self._add(p, batch)

@@ -14,7 +14,7 @@ from typing import Any
 from dspy_memory.config import WriteConfig
 from dspy_memory.errors import WriteConflictError, WriteProgramError
 from dspy_memory.governance.redact import LM_TEXT_FIELDS, NO_REDACTION, Redactor
-from dspy_memory.ops import FACT_KINDS, Rejection
+from dspy_memory.ops import FACT_KINDS
 from dspy_memory.read.retrieval import Retriever
 from dspy_memory.store import Store, TimeView
 from dspy_memory.types import AddResult, Episode, LMUsage, MemoryRecord, Scope
@@ -33,6 +33,7 @@ from dspy_memory.util.tokens import count_tokens
 from dspy_memory.write.apply import ClaimLostError, PlanApplier, Seen
 from dspy_memory.write.claims import Claimant
 from dspy_memory.write.inputs import turn_text
+from dspy_memory.write.provenance import RunDraft, log_run
 from dspy_memory.write.turns import TurnWriter
 from dspy_memory.write.validate import Plan, PlanLimits, deletable_aliases, forget_requests, plan_ops
 
@@ -93,21 +94,20 @@ class LMWriter:
 
         mode = self.mode_for(lm)
         program = self.programs.program_for(mode)
-        started = now_db()
-        scope = episodes[0].scope
         ids = [episode.id for episode in episodes]
+        run = RunDraft(episodes[0].scope, mode, ids, lm, started_at=now_db())
+        scope = run.scope
         spoken = [e for e in episodes if e.content.strip()]
         if not spoken:
             self.store.episodes.mark(ids, "done")
             return AddResult(episodes=self.store.episodes.get_many(ids), mode=mode)
         observed = max(episode.occurred_at for episode in spoken)
-        usage = LMUsage()
         conflict: WriteConflictError | None = None
         unseen: list[str] = []  # facts a conflict showed the LM had to see: shown next time
         for _ in range(self.config.max_conflict_retries + 1):
             after_row_id = self.store.last_row_id()  # before the candidates: nothing newer is seen
             try:
-                candidates = self._candidates(spoken, scope, include=unseen)
+                run.candidates = candidates = self._candidates(spoken, scope, include=unseen)
             except Exception as exc:  # the embedder is down: nothing to do until it is back
                 self.store.episodes.mark(ids, "failed", error=short_error(exc))
                 raise
@@ -134,10 +134,11 @@ class LMWriter:
                     timeout_s=self.config.lm_timeout_s,
                 )
             except WriteProgramError as exc:
-                usage = usage + (exc.usage or LMUsage())
-                return self._fail(episodes, scope, mode, lm, usage, str(exc), started)
-            usage = usage + spent
-            plan, requests = self._plan(list(prediction.ops or []), candidates, spoken, scope)
+                run.usage = run.usage + (exc.usage or LMUsage())
+                return self._fail(episodes, run, str(exc))
+            run.usage = run.usage + spent
+            run.proposed, plan, requests = self._plan(list(prediction.ops or []), candidates, spoken, scope)
+            run.plan = plan
             try:
                 applied, memories = self._applier.apply(
                     plan,
@@ -152,6 +153,9 @@ class LMWriter:
                         "lm": lm_name(lm),
                         "lm_calls": lm_call_ids(program, mark),
                     },
+                    log_run=lambda ops, made: log_run(
+                        self.store, run, applied=len(ops), error=None, made=made
+                    ),
                 )
             except WriteConflictError as exc:
                 conflict = exc
@@ -159,15 +163,14 @@ class LMWriter:
                 logger.info("write program: %s; planning again with fresh memories", exc)
                 continue
             except ClaimLostError as exc:
-                self._log_run(scope, mode, ids, lm, usage, 0, plan.rejected, str(exc), started)
+                log_run(self.store, run, applied=0, error=str(exc))
                 return AddResult(
-                    episodes=self.store.episodes.get_many(ids), mode=mode, usage=usage, error=str(exc)
+                    episodes=self.store.episodes.get_many(ids), mode=mode, usage=run.usage, error=str(exc)
                 )
             except Exception as exc:
                 self.store.episodes.mark(ids, "failed", error=short_error(exc))
-                self._log_run(scope, mode, ids, lm, usage, 0, plan.rejected, short_error(exc), started)
+                log_run(self.store, run, applied=0, error=short_error(exc))
                 raise
-            self._log_run(scope, mode, ids, lm, usage, len(applied), plan.rejected, None, started)
             if plan.rejected:
                 logger.info("write program: %d operation(s) refused: %s", len(plan.rejected), plan.rejected)
             return AddResult(
@@ -176,10 +179,10 @@ class LMWriter:
                 mode=mode,
                 ops=applied,
                 rejected=plan.rejected,
-                usage=usage,
+                usage=run.usage,
             )
         error = f"the memories the LM read did not hold still ({self.config.max_conflict_retries + 1} tries): {conflict}"
-        return self._fail(episodes, scope, mode, lm, usage, error, started)
+        return self._fail(episodes, run, error)
 
     def _over_budget(self, program: Any, inputs: dict[str, Any], lm: Any) -> bool:
         """Whether the first LM call to `lm` for `inputs` would exceed `max_prompt_tokens` (memories
@@ -227,8 +230,9 @@ class LMWriter:
         candidates: Mapping[int, MemoryRecord],
         spoken: Sequence[Episode],
         scope: Scope,
-    ) -> tuple[Plan, list[str]]:
-        """The validated plan, and the episodes that ask to forget something."""
+    ) -> tuple[list[Any], Plan, list[str]]:
+        """The operations as proposed (redacted), the validated plan, and the episodes that ask
+        to forget something."""
         # What the LM wrote is redacted too: it may rebuild a secret it saw elsewhere.
         ops = [self.redact.fields(op, LM_TEXT_FIELDS) for op in ops]
         hashes = [content_hash(op.content) for op in ops if getattr(op, "content", None)]
@@ -249,18 +253,9 @@ class LMWriter:
                 max_deletes=config.max_deletes,
             ),
         )
-        return plan, [episode.id for episode in requests]
+        return ops, plan, [episode.id for episode in requests]
 
-    def _fail(
-        self,
-        episodes: Sequence[Episode],
-        scope: Scope,
-        mode: str,
-        lm: Any,
-        usage: LMUsage,
-        error: str,
-        started: str,
-    ) -> AddResult:
+    def _fail(self, episodes: Sequence[Episode], run: RunDraft, error: str) -> AddResult:
         """The program failed: keep the episodes searchable as raw turns, marked failed."""
         logger.warning("write program failed; episodes kept as raw turns for reprocess(): %s", error)
         ids = [episode.id for episode in episodes]
@@ -269,31 +264,12 @@ class LMWriter:
             memories = self._turns.store(episodes, actor="system", error=error)
         except Exception as exc:  # the episodes are on disk and marked failed by process_raw
             error = f"{error}; raw turns not stored either: {short_error(exc)}"
-        self._log_run(scope, mode, ids, lm, usage, 0, [], error, started)
+        run.proposed, run.plan = [], None  # nothing of a failed answer is kept
+        log_run(self.store, run, applied=0, error=error)
         return AddResult(
-            episodes=self.store.episodes.get_many(ids), memories=memories, mode=mode, usage=usage, error=error
-        )
-
-    def _log_run(
-        self,
-        scope: Scope,
-        mode: str,
-        episode_ids: list[str],
-        lm: Any,
-        usage: LMUsage,
-        applied: int,
-        rejected: Sequence[Rejection],
-        error: str | None,
-        started: str,
-    ) -> None:
-        self.store.runs.log(
-            scope,
-            mode=mode,
-            episode_ids=episode_ids,
-            lm=lm_name(lm),
-            usage=usage,
-            ops_applied=applied,
-            rejected=rejected,
+            episodes=self.store.episodes.get_many(ids),
+            memories=memories,
+            mode=run.mode,
+            usage=run.usage,
             error=error,
-            started_at=started,
         )

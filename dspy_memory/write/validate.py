@@ -132,39 +132,42 @@ def plan_ops(
     deletes = 0
     sources = Sources(episodes)
 
-    def refuse(index: int, op: Op | None, reason: str) -> None:
-        rejected.append(Rejection(index=index, action=op.action if op else None, reason=reason))
+    def refuse(index: int, op: Op | None, code: str, reason: str) -> None:
+        rejected.append(Rejection(index=index, action=op.action if op else None, code=code, reason=reason))
 
     for index, op in enumerate(ops):
         if not isinstance(op, Op):
-            refuse(index, None, f"not an operation ({type(op).__name__})")
+            refuse(index, None, "not_an_op", f"not an operation ({type(op).__name__})")
             continue
         broken = next(
             (name for name in _TEXT_FIELDS if surrogate_at(getattr(op, name) or "") is not None), None
         )
         if broken is not None:
-            refuse(index, op, f"{broken} is not valid text (a lone surrogate)")
+            refuse(index, op, "bad_text", f"{broken} is not valid text (a lone surrogate)")
             continue
         if index >= limits.max_ops:
-            refuse(index, op, f"more than {limits.max_ops} operations in one answer")
+            refuse(index, op, "too_many_ops", f"more than {limits.max_ops} operations in one answer")
             continue
         action = op.action
         target = None
         if action in NEEDS_TARGET:
             if op.target is None:
-                refuse(index, op, f"{action} needs the alias of an existing memory")
+                refuse(index, op, "no_target", f"{action} needs the alias of an existing memory")
                 continue
             target = candidates.get(op.target)
             if target is None:
-                refuse(index, op, f"unknown alias {op.target}: not one of the memories shown")
+                refuse(
+                    index, op, "unknown_alias", f"unknown alias {op.target}: not one of the memories shown"
+                )
                 continue
             if not _in_scope(target, scope):
-                refuse(index, op, f"alias {op.target} is outside the scope being written")
+                refuse(index, op, "out_of_scope", f"alias {op.target} is outside the scope being written")
                 continue
             if target.id in used_targets:
                 refuse(
                     index,
                     op,
+                    "target_taken",
                     f"alias {op.target} was already acted on by operation {used_targets[target.id]}",
                 )
                 continue
@@ -173,21 +176,21 @@ def plan_ops(
             # A fact about someone else, or about another relation, never replaces or confirms
             # the target; an INVALIDATE's new fact still stands on its own.
             if action != "INVALIDATE":
-                refuse(index, op, f"{action} of alias {op.target} {mismatch}")
+                refuse(index, op, "mismatch", f"{action} of alias {op.target} {mismatch}")
                 continue
-            refuse(index, op, f"INVALIDATE of alias {op.target} kept as ADD: {mismatch}")
+            refuse(index, op, "kept_as_add", f"INVALIDATE of alias {op.target} kept as ADD: {mismatch}")
             action, target = "ADD", None
         content = " ".join(op.content.split()) if op.content else None
         digest = content_hash(content) if content else None
         if action in NEEDS_CONTENT:
             if not content:
-                refuse(index, op, f"{action} without content")
+                refuse(index, op, "no_content", f"{action} without content")
                 continue
             if len(content) > limits.max_content_chars:
-                refuse(index, op, f"content longer than {limits.max_content_chars} characters")
+                refuse(index, op, "too_long", f"content longer than {limits.max_content_chars} characters")
                 continue
             if digest in seen_hashes:
-                refuse(index, op, f"same content as operation {seen_hashes[digest]}")
+                refuse(index, op, "duplicate", f"same content as operation {seen_hashes[digest]}")
                 continue
             known = existing.get(digest) if digest else None
             if action == "UPDATE" and target is not None and digest == target.content_hash:
@@ -195,17 +198,29 @@ def plan_ops(
             elif known is not None and action == "ADD" and known.id not in used_targets:
                 action, target = "NOOP", known  # words already remembered: a confirmation
             elif known is not None and known.id != (target.id if target else None):
-                refuse(index, op, "the same content is already a current memory")
+                refuse(index, op, "already_known", "the same content is already a current memory")
                 continue
         if action == "DELETE":
             if not delete_requested:
-                refuse(index, op, "DELETE without an explicit request to forget in the input")
+                refuse(
+                    index,
+                    op,
+                    "no_forget_request",
+                    "DELETE without an explicit request to forget in the input",
+                )
                 continue
             if op.target not in deletable:
-                refuse(index, op, f"DELETE of alias {op.target}: the request to forget does not mention it")
+                refuse(
+                    index,
+                    op,
+                    "not_requested",
+                    f"DELETE of alias {op.target}: the request to forget does not mention it",
+                )
                 continue
             if deletes >= limits.max_deletes:
-                refuse(index, op, f"more than {limits.max_deletes} deletions in one answer")
+                refuse(
+                    index, op, "too_many_deletes", f"more than {limits.max_deletes} deletions in one answer"
+                )
                 continue
             deletes += 1
         if action == "DELETE":
@@ -228,7 +243,10 @@ def plan_ops(
             if replaced_since is not None and valid_at is not None and valid_at < replaced_since:
                 # Said late: it held until the newer fact began, which stays the current one.
                 refuse(
-                    index, op, f"INVALIDATE of alias {op.target} kept as a past ADD: the new fact is older"
+                    index,
+                    op,
+                    "kept_as_past_add",
+                    f"INVALIDATE of alias {op.target} kept as a past ADD: the new fact is older",
                 )
                 action, target = "ADD", None
                 if invalid_at is None or invalid_at > replaced_since:

@@ -21,7 +21,8 @@ from dspy_memory.errors import InvalidInputError, MemoryNotFoundError
 from dspy_memory.governance.redact import NO_REDACTION, Redactor
 from dspy_memory.read.retrieval import Retriever
 from dspy_memory.store import Store
-from dspy_memory.types import AddResult, DeleteResult, Episode, MemoryRecord, Scope
+from dspy_memory.store.queries import not_found
+from dspy_memory.types import AddResult, DeleteResult, Episode, FeedbackRecord, MemoryRecord, Scope
 from dspy_memory.util.text import content_hash, valid_text
 from dspy_memory.util.timeutil import TimeLike, now_db, to_db, utcnow
 from dspy_memory.write.apply import PlanApplier
@@ -185,7 +186,7 @@ class Writer:
         self, memory_id: str, content: str, *, scope: Scope | None, reason: str | None
     ) -> MemoryRecord:
         """A corrected text as a new version of the memory (the old one expires), with an UPDATE
-        event by the user."""
+        event by the user and, in the same transaction, a "correction" feedback record."""
         if not valid_text(content, "update() content").strip():
             raise InvalidInputError("update() needs the new content as a non-empty string")
         if reason is not None:
@@ -196,16 +197,34 @@ class Writer:
             raise MemoryNotFoundError(f"no current memory with id {memory_id!r}")
         if current.content == content:
             return current
-        _, new = self.store.supersede(
-            memory_id,
-            scope=scope,
-            changes={"content": content, "content_hash": content_hash(content)},
-            embedding=self.embedder.embed([content])[0],
-            event="UPDATE",
-            actor="user",
-            reason=reason,
-        )
+        embedding = self.embedder.embed([content])[0]
+        with self.store.transaction():
+            old, new = self.store.supersede(
+                memory_id,
+                scope=scope,
+                changes={"content": content, "content_hash": content_hash(content)},
+                embedding=embedding,
+                event="UPDATE",
+                actor="user",
+                reason=reason,
+            )
+            # A person's correction is a labelled example: the version they replaced was wrong.
+            self.store.feedback.about(
+                old, source="correction", verdict="wrong", note=reason, expected={"content": content}
+            )
         return new
+
+    def judge(self, memory_id: str, verdict: str, *, note: str | None, scope: Scope | None) -> FeedbackRecord:
+        """A person's verdict on a memory's current version (or its last one, if it was expired),
+        kept as feedback with the write run that made that version."""
+        note = self.redact.optional(note)
+        with self.store.transaction():
+            record = self.store.get_memory(memory_id, scope=scope)
+            if record is None:
+                raise not_found(memory_id, scope)
+            return self.store.feedback.about(
+                record, source="verdict", verdict=verdict, note=note, expected={"verdict": verdict}
+            )
 
     def erase_memory(self, memory_id: str, *, scope: Scope | None) -> DeleteResult:
         result = self.store.erase.memory(memory_id, scope=scope)

@@ -168,7 +168,8 @@ class PostgresBackend:
 
 _ERASED_TABLES = (
     "memories", "memory_vectors", "memory_terms", "memory_events", "memory_sources", "episodes",
-    "entities", "turn_context", "memory_links", "write_runs", "blocks", "block_versions",
+    "entities", "turn_context", "memory_links", "write_runs", "blocks", "block_versions", "feedback",
+    "write_run_ops", "write_run_candidates",
 )  # fmt: skip
 _IDENTITY_COLUMNS = (
     ("episodes", "rowid"),

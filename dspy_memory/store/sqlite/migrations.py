@@ -1,6 +1,7 @@
 """Versioned schema migrations. Pending migrations run once, together in one transaction.
 
-Append new migrations to MIGRATIONS; never edit one that has shipped.
+Append new migrations to MIGRATIONS; never edit one that has shipped. The first schema is in
+store/sqlite/schema_v1.py.
 """
 
 from __future__ import annotations
@@ -9,12 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dspy_memory.errors import SchemaError
-from dspy_memory.types import EPISODE_SOURCES, MEMORY_KINDS
+from dspy_memory.store.sqlite.schema_v1 import V1, sql_list
+from dspy_memory.types import FEEDBACK_SOURCES, FEEDBACK_VERDICTS
 from dspy_memory.util.timeutil import now_db
-
-
-def _sql_list(values: tuple[str, ...]) -> str:
-    return ", ".join(f"'{value}'" for value in values)
 
 
 @dataclass(frozen=True)
@@ -23,159 +21,6 @@ class Migration:
     name: str
     statements: tuple[str, ...]
 
-
-_V1 = (
-    """CREATE TABLE meta (
-        key TEXT PRIMARY KEY,
-        value TEXT NOT NULL
-    )""",
-    f"""CREATE TABLE episodes (
-        id TEXT PRIMARY KEY,
-        user_id TEXT,
-        agent_id TEXT,
-        run_id TEXT,
-        source TEXT NOT NULL CHECK (source IN ({_sql_list(EPISODE_SOURCES)})),
-        role TEXT,
-        name TEXT,
-        content TEXT NOT NULL,
-        metadata TEXT NOT NULL DEFAULT '{{}}' CHECK (json_valid(metadata)),
-        occurred_at TEXT NOT NULL,
-        ingested_at TEXT NOT NULL,
-        status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'done', 'failed')),
-        error TEXT,
-        attempts INTEGER NOT NULL DEFAULT 0
-    )""",
-    "CREATE INDEX episodes_user ON episodes (user_id, occurred_at)",
-    "CREATE INDEX episodes_agent ON episodes (agent_id, occurred_at)",
-    "CREATE INDEX episodes_run ON episodes (run_id, occurred_at)",
-    "CREATE INDEX episodes_unfinished ON episodes (status, ingested_at) WHERE status != 'done'",
-    """CREATE TABLE entities (
-        id TEXT PRIMARY KEY,
-        user_id TEXT,
-        agent_id TEXT,
-        run_id TEXT,
-        name TEXT NOT NULL,
-        normalized_name TEXT NOT NULL,
-        type TEXT,
-        summary TEXT,
-        metadata TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
-        created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL
-    )""",
-    """CREATE UNIQUE INDEX entities_scope_name ON entities
-        (ifnull(user_id, ''), ifnull(agent_id, ''), ifnull(run_id, ''), normalized_name)""",
-    # One row per version of a memory; `id` is stable across versions. Rows change only to
-    # set expired_at (the system stopped believing this version) and access statistics.
-    # AUTOINCREMENT: row ids are never reused, which the vector code cache relies on.
-    f"""CREATE TABLE memories (
-        row_id INTEGER PRIMARY KEY AUTOINCREMENT,
-        id TEXT NOT NULL,
-        version INTEGER NOT NULL DEFAULT 1,
-        user_id TEXT,
-        agent_id TEXT,
-        run_id TEXT,
-        content TEXT NOT NULL,
-        kind TEXT NOT NULL DEFAULT 'fact' CHECK (kind IN ({_sql_list(MEMORY_KINDS)})),
-        subject_id TEXT REFERENCES entities (id) ON DELETE SET NULL,
-        predicate TEXT,
-        object_id TEXT REFERENCES entities (id) ON DELETE SET NULL,
-        confidence REAL NOT NULL DEFAULT 1.0 CHECK (confidence BETWEEN 0 AND 1),
-        importance REAL NOT NULL DEFAULT 0.5 CHECK (importance BETWEEN 0 AND 1),
-        strength REAL NOT NULL DEFAULT 1.0 CHECK (strength > 0),
-        access_count INTEGER NOT NULL DEFAULT 0,
-        last_accessed_at TEXT,
-        content_hash TEXT NOT NULL,
-        metadata TEXT NOT NULL DEFAULT '{{}}' CHECK (json_valid(metadata)),
-        valid_at TEXT,
-        invalid_at TEXT,
-        created_at TEXT NOT NULL,
-        expired_at TEXT,
-        UNIQUE (id, version)
-    )""",
-    "CREATE INDEX memories_user ON memories (user_id, created_at)",
-    "CREATE INDEX memories_agent ON memories (agent_id, created_at)",
-    "CREATE INDEX memories_run ON memories (run_id, created_at)",
-    "CREATE INDEX memories_hash ON memories (content_hash) WHERE expired_at IS NULL",
-    "CREATE INDEX memories_subject ON memories (subject_id) WHERE subject_id IS NOT NULL",
-    "CREATE INDEX memories_object ON memories (object_id) WHERE object_id IS NOT NULL",
-    """CREATE TABLE memory_sources (
-        memory_id TEXT NOT NULL,
-        episode_id TEXT NOT NULL REFERENCES episodes (id) ON DELETE CASCADE,
-        created_at TEXT NOT NULL,
-        PRIMARY KEY (memory_id, episode_id)
-    ) WITHOUT ROWID""",
-    "CREATE INDEX memory_sources_episode ON memory_sources (episode_id)",
-    """CREATE TABLE memory_events (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        memory_id TEXT NOT NULL,
-        user_id TEXT,
-        agent_id TEXT,
-        run_id TEXT,
-        event TEXT NOT NULL
-            CHECK (event IN ('ADD', 'UPDATE', 'INVALIDATE', 'DELETE', 'MERGE', 'DECAY')),
-        version INTEGER,
-        old_content TEXT,
-        new_content TEXT,
-        reason TEXT,
-        actor TEXT NOT NULL,
-        episode_id TEXT,
-        metadata TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
-        created_at TEXT NOT NULL
-    )""",
-    "CREATE INDEX memory_events_memory ON memory_events (memory_id, id)",
-    "CREATE INDEX memory_events_user ON memory_events (user_id)",
-    "CREATE INDEX memory_events_agent ON memory_events (agent_id)",
-    "CREATE INDEX memory_events_run ON memory_events (run_id)",
-    """CREATE TABLE blocks (
-        id TEXT PRIMARY KEY,
-        user_id TEXT,
-        agent_id TEXT,
-        run_id TEXT,
-        label TEXT NOT NULL,
-        value TEXT NOT NULL DEFAULT '',
-        char_limit INTEGER NOT NULL DEFAULT 2000 CHECK (char_limit > 0),
-        read_only INTEGER NOT NULL DEFAULT 0 CHECK (read_only IN (0, 1)),
-        description TEXT,
-        version INTEGER NOT NULL DEFAULT 1,
-        created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL,
-        CHECK (length(value) <= char_limit)
-    )""",
-    """CREATE UNIQUE INDEX blocks_scope_label ON blocks
-        (ifnull(user_id, ''), ifnull(agent_id, ''), ifnull(run_id, ''), label)""",
-    """CREATE TABLE block_versions (
-        block_id TEXT NOT NULL REFERENCES blocks (id) ON DELETE CASCADE,
-        version INTEGER NOT NULL,
-        value TEXT NOT NULL,
-        actor TEXT NOT NULL,
-        reason TEXT,
-        created_at TEXT NOT NULL,
-        PRIMARY KEY (block_id, version)
-    ) WITHOUT ROWID""",
-    # Keyword index. `scope` holds opaque per-id tokens so MATCH can restrict to a scope
-    # before ranking; the SQL join on memories still enforces the scope exactly.
-    """CREATE VIRTUAL TABLE memories_fts USING fts5(
-        content, scope, tokenize = 'porter unicode61 remove_diacritics 2'
-    )""",
-    # Float vectors for exact rescoring and sign-bit codes for the in-process code cache.
-    # The vec0 index itself is created when an embedder is bound (it needs the dimension).
-    """CREATE TABLE memory_vectors (
-        row_id INTEGER PRIMARY KEY,
-        partition_key TEXT NOT NULL,
-        agent_id TEXT NOT NULL,
-        run_id TEXT NOT NULL,
-        code BLOB NOT NULL,
-        embedding BLOB NOT NULL
-    )""",
-    "CREATE INDEX memory_vectors_partition ON memory_vectors (partition_key, row_id)",
-    # Per-partition counts; with the global `vector_deletions` counter in `meta` they tell the
-    # code cache whether it is current (see store/sqlite/vectors.py).
-    """CREATE TABLE vector_partitions (
-        partition_key TEXT PRIMARY KEY,
-        row_count INTEGER NOT NULL DEFAULT 0,
-        max_row_id INTEGER NOT NULL DEFAULT 0
-    )""",
-)
 
 # The LM write path: links from an invalidated memory to the one that replaced it, the intent
 # of an episode (inferred or raw) so replay processes it the way it was asked for, and an audit
@@ -350,8 +195,60 @@ _V8 = (
         BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END""",
 )
 
+# Learning from use (docs/feedback.md): feedback kept in the file, scoped like memories, and
+# what each run of the write program saw and did, by ids only (never content, so erasing a
+# memory need not touch them): the candidates it was shown by alias, and every operation it
+# proposed with what it became (`applied`: the action applied, which validation may have
+# changed; the memory id and version it made or changed) or the code of why it was refused.
+# A write run gets a `uid` that export and import keep (its `id` is each store's own number);
+# runs logged before this migration have none.
+_V9 = (
+    "ALTER TABLE write_runs ADD COLUMN uid TEXT",
+    "CREATE UNIQUE INDEX write_runs_uid ON write_runs (uid)",
+    """CREATE TABLE write_run_candidates (
+        write_run_id TEXT NOT NULL,
+        alias INTEGER NOT NULL,
+        memory_id TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        PRIMARY KEY (write_run_id, alias)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE write_run_ops (
+        write_run_id TEXT NOT NULL,
+        op_index INTEGER NOT NULL,
+        action TEXT,
+        target INTEGER,
+        applied TEXT,
+        memory_id TEXT,
+        version INTEGER,
+        refused TEXT,
+        PRIMARY KEY (write_run_id, op_index)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX write_run_candidates_memory ON write_run_candidates (memory_id, version)",
+    "CREATE INDEX write_run_ops_memory ON write_run_ops (memory_id, version) WHERE memory_id IS NOT NULL",
+    f"""CREATE TABLE feedback (
+        id TEXT PRIMARY KEY,
+        user_id TEXT,
+        agent_id TEXT,
+        run_id TEXT,
+        source TEXT NOT NULL CHECK (source IN ({sql_list(FEEDBACK_SOURCES)})),
+        verdict TEXT CHECK (verdict IN ({sql_list(FEEDBACK_VERDICTS)})),
+        memory_id TEXT,
+        memory_version INTEGER,
+        write_run_id TEXT,
+        op_index INTEGER,
+        note TEXT,
+        expected TEXT NOT NULL DEFAULT '{{}}' CHECK (json_valid(expected)),
+        actor TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX feedback_user ON feedback (user_id, created_at)",
+    "CREATE INDEX feedback_agent ON feedback (agent_id, created_at)",
+    "CREATE INDEX feedback_run ON feedback (run_id, created_at)",
+    "CREATE INDEX feedback_memory ON feedback (memory_id) WHERE memory_id IS NOT NULL",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
-    Migration(1, "initial schema", _V1),
+    Migration(1, "initial schema", V1),
     Migration(2, "write path: superseded_by, episode intent, write runs", _V2),
     Migration(3, "episode claims; four-digit years", _V3),
     Migration(4, "raw turns by text and time", _V4),
@@ -359,6 +256,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "lifecycle: archived and pinned memories, RESTORE events, settings per scope, links", _V6),
     Migration(7, "API keys of the memory service", _V7),
     Migration(8, "the hash-chained audit log", _V8),
+    Migration(9, "feedback; what each write run saw and did", _V9),
 )
 # The migration after which the Store builds the contexts of the turns the file already held.
 TURN_CONTEXT_VERSION = 5
