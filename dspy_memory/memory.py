@@ -19,7 +19,7 @@ from dspy_memory.graph import MemoryGraph
 from dspy_memory.lifecycle.facade import LifecycleMethods
 from dspy_memory.parts import build_parts, config_with
 from dspy_memory.read.retrieval import Recipe
-from dspy_memory.reports import AuditReport
+from dspy_memory.reports import AuditReport, FeedbackOptimization
 from dspy_memory.scopes import OwnerArgs, ScopeArgs, ScopeRules
 from dspy_memory.store import TimeView
 from dspy_memory.types import (
@@ -363,6 +363,53 @@ class Memory(LifecycleMethods, GovernanceMethods):
         check_id(feedback_id, "feedback_id")
         self._first_use()
         return self.store.feedback.get(feedback_id, scope=self._scopes.owner("get_feedback", owner))
+
+    def learn_from_feedback(
+        self,
+        *,
+        lm: Any = None,
+        teacher_lm: Any = None,
+        reflection_lm: Any = None,
+        optimizer: str = "bootstrap",
+        program: str = "write",
+        seeds: int = 5,
+        held_out: float = 0.25,
+        out: str | os.PathLike[str] = "programs",
+        force: bool = False,
+        share_across_users: bool = False,
+        all_scopes: bool = False,
+        **scope: Unpack[ScopeArgs],
+    ) -> FeedbackOptimization:
+        """Compile the write program ("write": fused, "write_compact") on the older part of this
+        scope's feedback, once per seed, check it on the newest part next to the program in use,
+        and install the first seed's program into `out` (where `Memory(programs=out)` finds it)
+        only if it does not score lower there; force=True installs it anyway. The report has the
+        seed table and why; the audit log a receipt (docs/optimization.md). Its demonstrations
+        quote the feedback's conversations: in a file with several users, share_across_users=True
+        must say that every user's writes may show them."""
+        from dspy_memory.learn.from_feedback import WRITE_PROGRAMS, optimize_from_feedback
+
+        where = self._scopes.read_or_all("learn_from_feedback", scope, all_scopes)
+        self._first_use()
+        check_count(seeds, "seeds", low=1, high=100)
+        in_use = self._writer.program_for(WRITE_PROGRAMS[program][0]) if program in WRITE_PROGRAMS else None
+        return optimize_from_feedback(
+            self.store,
+            self.store.feedback.list(where, limit=None),
+            scope=where,
+            program=program,
+            lm=self._lm_for(True) if lm is None else resolve_lm(lm),
+            teacher_lm=resolve_lm(teacher_lm),
+            reflection_lm=resolve_lm(reflection_lm),
+            optimizer=optimizer,
+            seeds=list(range(seeds)),
+            held_out=held_out,
+            out=out,
+            in_use=in_use,
+            force=force,
+            share_across_users=share_across_users,
+            max_turn_chars=self.config.write.max_turn_chars,
+        )
 
     def check(self) -> AuditReport:
         """Check the file against the invariants: SQLite's integrity check, indexes that agree

@@ -184,9 +184,9 @@ def test_each_refused_operation_is_a_labelled_example(db_path):
             ("INVALIDATE", 1, "ADD", "kept_as_add"),
         ]
         assert (run.ops[2].memory_id, run.ops[2].version) == (result.ops[0].memory_id, 1)
-        # The run that last saw a version before a time (learning from an "outdated" verdict).
-        assert memory.store.runs.last_seen(lives.id, 1, before=records[0].created_at) == (run.uid, 1)
-        assert memory.store.runs.last_seen(lives.id, 1, before=lives.created_at) is None
+        # The runs shown a version before a time (learning from an "outdated" verdict).
+        assert memory.store.runs.seen(lives.id, 1, before=records[0].created_at) == [(run.uid, 1)]
+        assert memory.store.runs.seen(lives.id, 1, before=lives.created_at) == []
 
 
 def test_a_request_to_forget_carried_out_is_a_label_with_no_content(db_path):

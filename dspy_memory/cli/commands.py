@@ -374,4 +374,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
+    if "--from-feedback" in args.rest:  # the file's own feedback: no checkout needed
+        from dspy_memory.cli.learn import run_from_feedback
+
+        return run_from_feedback(args.rest)
     return run_eval_module("evals.optimize", args.rest, "dspy-memory optimize")

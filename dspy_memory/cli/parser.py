@@ -193,9 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "optimize",
-        help="compile a memory program with a DSPy optimizer (from a checkout)",
+        help="compile a memory program with a DSPy optimizer: on its eval set (from a checkout), or the "
+        "write program on the file's own feedback (--from-feedback)",
         description="Compile a memory program against its eval set: `dspy-memory optimize reconcile "
-        "--optimizer bootstrap --lm MODEL --out programs/reconcile.json` (see --help).",
+        "--optimizer bootstrap --lm MODEL --out programs/reconcile.json` (from a checkout; see --help), "
+        "or the write program on the file's feedback: `dspy-memory optimize write --from-feedback --db F "
+        "--user U --lm MODEL` (see `optimize write --from-feedback --help`).",
     )
     p.set_defaults(func=c.cmd_optimize)
     p.add_argument("rest", nargs=argparse.REMAINDER, help="the optimizer's options (see optimize --help)")

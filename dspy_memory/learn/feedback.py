@@ -12,8 +12,8 @@ proposed and what each operation became). One run with feedback about it is one 
   - a correction (`update(..., reason=)`): that operation's content is the corrected text;
   - `wrong` or `irrelevant`: that operation should not have been; an operation on a memory
     becomes NOOP on it (what it said stands), an ADD goes;
-  - `outdated`: the run that last saw the memory before the verdict (among its candidates)
-    should have invalidated it: its ADD whose content shares most words with the memory becomes
+  - `outdated`: a run shown the memory before the verdict should have invalidated it: the one
+    whose ADD made the memory sharing most words with it (else the newest); that ADD becomes
     INVALIDATE of it (or an INVALIDATE is added when the run added nothing);
   - `useful`: the operation was right (a positive example);
   - a refused operation stays out of the label (validation said it was wrong).
@@ -72,7 +72,7 @@ def feedback_examples(
         elif record.source == "forget":
             found.skipped["forget: the request and what it named are erased"] += 1
         elif record.verdict == "outdated":
-            seen = _last_seen(store, record)
+            seen = _should_have_invalidated(store, record)
             if seen is None:
                 found.skipped["outdated, but no write run saw it before the verdict"] += 1
             else:
@@ -100,10 +100,31 @@ def feedback_examples(
     return found
 
 
-def _last_seen(store: Store, record: FeedbackRecord) -> tuple[str, int] | None:
+def _should_have_invalidated(store: Store, record: FeedbackRecord) -> tuple[str, int] | None:
+    """(run uid, alias) of the run that should have invalidated the memory judged outdated: of
+    the runs shown it before the verdict, the one that ADDed the memory sharing most words with
+    it (the newest on a tie, and the newest of all when none added one)."""
     if record.memory_id is None or record.memory_version is None:
         return None
-    return store.runs.last_seen(record.memory_id, record.memory_version, before=record.created_at)
+    seen = store.runs.seen(record.memory_id, record.memory_version, before=record.created_at)
+    judged = store.get_memory(record.memory_id, version=record.memory_version)
+    if not seen or judged is None:
+        return None
+    words = set(query_terms(judged.content))
+
+    def added_like_it(uid: str) -> int:
+        run = store.runs.get(uid)
+        shared = [0]
+        for op in run.ops if run is not None else []:
+            made = (
+                store.get_memory(op.memory_id, version=op.version)
+                if op.applied == "ADD" and op.memory_id
+                else None
+            )
+            shared.append(len(words & set(query_terms(made.content))) if made is not None else 0)
+        return max(shared)
+
+    return max(seen, key=lambda item: added_like_it(item[0]))
 
 
 def _example(

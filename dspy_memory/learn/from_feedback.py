@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dspy_memory.errors import InsufficientFeedbackError
+from dspy_memory.errors import InsufficientFeedbackError, InvalidInputError, ScopeError
 from dspy_memory.learn.feedback import feedback_examples, split_by_time
 from dspy_memory.learn.metric import ops_feedback, ops_metric
 from dspy_memory.learn.optimizers import OPTIMIZERS
@@ -53,7 +53,7 @@ def optimize_from_feedback(
     store: Store,
     records: Sequence[FeedbackRecord],
     *,
-    scope: Scope,
+    scope: Scope | None,
     program: str = "write",
     lm: Any,
     teacher_lm: Any = None,
@@ -64,13 +64,19 @@ def optimize_from_feedback(
     out: str | Path = "programs",
     in_use: Any = None,
     force: bool = False,
+    share_across_users: bool = False,
     max_turn_chars: int = 4000,
 ) -> FeedbackOptimization:
-    """Compile `program` on `records` (one scope's feedback), gate it, install it into `out`."""
-    if program not in WRITE_PROGRAMS:
-        raise ValueError(f"unknown write program {program!r}; choose one of {', '.join(WRITE_PROGRAMS)}")
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+    """Compile `program` on `records` (a scope's feedback), gate it, install it into `out`."""
+    _check_options(program, optimizer, seeds, held_out, force, share_across_users)
+    users = set(store.user_ids(limit=2)) | {record.user_id for record in records}
+    if len(users) > 1 and not share_across_users:
+        raise ScopeError(
+            "this file holds more than one user's input, and a program compiled from feedback quotes "
+            "the conversations it learned from (as demonstrations) in every write of every user. "
+            "Pass share_across_users=True (--share-across-users) to accept that, or keep a memory "
+            "file per user"
+        )
     found = feedback_examples(store, records, max_turn_chars=max_turn_chars)
     if len(found.examples) < MIN_EXAMPLES:
         skipped = "; ".join(f"{count} {why}" for why, count in found.skipped.most_common()) or "none"
@@ -159,3 +165,23 @@ def optimize_from_feedback(
         },
     )
     return report
+
+
+def _check_options(
+    program: Any, optimizer: Any, seeds: Any, held_out: Any, force: Any, share_across_users: Any
+) -> None:
+    if program not in WRITE_PROGRAMS:
+        raise InvalidInputError(
+            f"unknown write program {program!r}; choose one of {', '.join(WRITE_PROGRAMS)}"
+        )
+    if optimizer not in OPTIMIZERS:
+        raise InvalidInputError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+    if not seeds or not all(isinstance(seed, int) and not isinstance(seed, bool) for seed in seeds):
+        raise InvalidInputError("seeds must be one or more whole numbers")
+    if isinstance(held_out, bool) or not isinstance(held_out, (int, float)) or not 0 < held_out < 1:
+        raise InvalidInputError(
+            f"held_out is the share of the newest feedback held out, between 0 and 1, not {held_out!r}"
+        )
+    for name, value in (("force", force), ("share_across_users", share_across_users)):
+        if not isinstance(value, bool):
+            raise InvalidInputError(f"{name} must be True or False, not {type(value).__name__}")

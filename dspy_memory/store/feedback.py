@@ -115,10 +115,11 @@ class FeedbackLog:
         *,
         source: str | None = None,
         memory_id: str | None = None,
-        limit: int = 100,
+        limit: int | None = 100,
         offset: int = 0,
     ) -> list[FeedbackRecord]:
-        """Feedback of a scope (read as `get_all` reads it; None: every scope), newest first."""
+        """Feedback of a scope (read as `get_all` reads it; None: every scope), newest first
+        (limit=None: all of it)."""
         predicate = scope_predicate(Predicate(), scope, alias="f")
         for column, value in (("source", source), ("memory_id", memory_id)):
             if value is not None:
@@ -127,7 +128,7 @@ class FeedbackLog:
             rows = conn.execute(
                 f"SELECT {_SELECT} FROM feedback f WHERE {predicate.sql} "
                 "ORDER BY f.created_at DESC, f.id DESC LIMIT ? OFFSET ?",
-                [*predicate.params, limit, offset],
+                [*predicate.params, 2**62 if limit is None else limit, offset],
             ).fetchall()
         return [_record(row) for row in rows]
 

@@ -29,6 +29,12 @@ class Inspection:
         """Check the file against the invariants (see store/audit.py)."""
         return audit(self.backend, single_valued=single_valued)
 
+    def user_ids(self, *, limit: int = 2) -> list[str | None]:
+        """Up to `limit` of the users whose input the file holds (None: input without a user)."""
+        with self._conns.read() as conn:
+            rows = conn.execute("SELECT DISTINCT user_id FROM episodes LIMIT ?", (limit,)).fetchall()
+        return [row["user_id"] for row in rows]
+
     def stats(self) -> dict[str, Any]:
         """Row counts per table and the bound embedder."""
         tables = (

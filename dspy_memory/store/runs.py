@@ -194,18 +194,17 @@ class WriteRunLog:
             ).fetchone()
         return (row["write_run_id"], row["op_index"]) if row else None
 
-    def last_seen(self, memory_id: str, version: int, *, before: TimeLike) -> tuple[str, int] | None:
-        """(run uid, alias) of the latest write run started before `before` that was shown this
-        version of a memory, or None (learning from an "outdated" verdict: the run that should
+    def seen(self, memory_id: str, version: int, *, before: TimeLike) -> list[tuple[str, int]]:
+        """(run uid, alias) of every write run started before `before` that was shown this
+        version of a memory, newest first (learning from an "outdated" verdict: which run should
         have invalidated it)."""
         with self._conns.read() as conn:
-            row = conn.execute(
+            rows = conn.execute(
                 "SELECT c.write_run_id, c.alias FROM write_run_candidates c JOIN write_runs w ON w.uid = c.write_run_id "
-                "WHERE c.memory_id = ? AND c.version = ? AND w.started_at < ? ORDER BY w.started_at DESC, w.id DESC "
-                "LIMIT 1",
+                "WHERE c.memory_id = ? AND c.version = ? AND w.started_at < ? ORDER BY w.started_at DESC, w.id DESC",
                 (memory_id, version, to_db(before)),
-            ).fetchone()
-        return (row["write_run_id"], row["alias"]) if row else None
+            ).fetchall()
+        return [(row["write_run_id"], row["alias"]) for row in rows]
 
     def totals(self, scope: Scope | None = None) -> dict[str, Any]:
         """Totals of the write-run log: runs, LM calls, tokens, applied ops, failures."""

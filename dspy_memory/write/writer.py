@@ -66,6 +66,11 @@ class Writer:
         """The program of the configured mode ("auto": the one a cloud LM runs)."""
         return self.lm_writer.programs.program_for(self.mode_for(None))
 
+    def program_for(self, mode: str) -> Any:
+        """The write program of `mode` ("fused", "compact", "two_step") as loaded (compiled, if
+        a compiled one was found)."""
+        return self.lm_writer.programs.program_for(mode)
+
     def mode_for(self, lm: Any) -> str:
         """The write program `lm` runs: write.mode, or for "auto" compact on a local Ollama model."""
         return self.lm_writer.mode_for(lm)
