@@ -372,7 +372,7 @@ class Memory(LifecycleMethods, GovernanceMethods):
         reflection_lm: Any = None,
         optimizer: str = "bootstrap",
         program: str = "write",
-        seeds: int = 5,
+        seeds: int | Sequence[int] = 5,
         held_out: float = 0.25,
         out: str | os.PathLike[str] = "programs",
         force: bool = False,
@@ -381,17 +381,19 @@ class Memory(LifecycleMethods, GovernanceMethods):
         **scope: Unpack[ScopeArgs],
     ) -> FeedbackOptimization:
         """Compile the write program ("write": fused, "write_compact") on the older part of this
-        scope's feedback, once per seed, check it on the newest part next to the program in use,
-        and install the first seed's program into `out` (where `Memory(programs=out)` finds it)
-        only if it does not score lower there; force=True installs it anyway. The report has the
-        seed table and why; the audit log a receipt (docs/optimization.md). Its demonstrations
-        quote the feedback's conversations: in a file with several users, share_across_users=True
-        must say that every user's writes may show them."""
+        scope's feedback, once per seed (`seeds`: how many, or which), check it on the newest part
+        next to the program in use, and install the first seed's program into `out` (where
+        `Memory(programs=out)` finds it) only if it does not score lower there; force=True
+        installs it anyway. The report has the seed table and why; the audit log a receipt
+        (docs/optimization.md). Its demonstrations quote the feedback's conversations: in a file
+        with several users, share_across_users=True must say that every user's writes may show
+        them."""
         from dspy_memory.learn.from_feedback import WRITE_PROGRAMS, optimize_from_feedback
 
         where = self._scopes.read_or_all("learn_from_feedback", scope, all_scopes)
         self._first_use()
-        check_count(seeds, "seeds", low=1, high=100)
+        if isinstance(seeds, int):
+            seeds = range(check_count(seeds, "seeds", low=1, high=100))
         in_use = self._writer.program_for(WRITE_PROGRAMS[program][0]) if program in WRITE_PROGRAMS else None
         return optimize_from_feedback(
             self.store,
@@ -402,7 +404,7 @@ class Memory(LifecycleMethods, GovernanceMethods):
             teacher_lm=resolve_lm(teacher_lm),
             reflection_lm=resolve_lm(reflection_lm),
             optimizer=optimizer,
-            seeds=list(range(seeds)),
+            seeds=list(seeds),
             held_out=held_out,
             out=out,
             in_use=in_use,

@@ -17,10 +17,12 @@ at what the memory did, and correct its mistakes through the public API, as peop
 A message "needed a correction" when what the memory did differs from what was right. After the
 weeks in --compile-after, `memory.learn_from_feedback()` compiles the write program from all the
 feedback so far (BootstrapFewShot, the learner as student, the newest quarter held out) and
-installs it if it passes the gate. A twin deployment gets the same messages and never compiles.
+installs it if it passes the gate. Two twins get the same messages: `static` never compiles, and
+`uncorrected` compiles the same way on the same runs with labels that ignore what the users said
+(each run labelled with what it did): the ablation of the mechanism, learning from corrections.
 Every run is seeded (which messages, and the optimizer); the report is the correction rate per
-week in both, over seeds (mean [min, max]), and for the weeks after the first compile the paired
-95% interval of the difference (learning minus static). Whatever comes out is the result.
+week in each, over seeds (mean [min, max]), and for the weeks after the first compile the paired
+95% intervals of the differences. Whatever comes out is the result.
 
 Each message has its own run_id under one user ("sim"), so no message sees another's memories
 and one user's feedback trains the program (scopes are walls: docs/optimization.md).
@@ -78,7 +80,9 @@ def _applied(result: Any) -> Counter[tuple[str, str | None]]:
     return acted
 
 
-def one_message(memory: Any, case: dict[str, Any], *, run_id: str, lm: Any, rng: random.Random) -> dict[str, Any]:
+def one_message(
+    memory: Any, case: dict[str, Any], *, run_id: str, lm: Any, rng: random.Random
+) -> dict[str, Any]:
     """Seed the case's past, write its message with `lm`, and give the feedback a user would."""
     import dspy
 
@@ -88,11 +92,16 @@ def one_message(memory: Any, case: dict[str, Any], *, run_id: str, lm: Any, rng:
         for known in case["existing_memories"]:
             made = memory.add(known["content"], at=known.get("valid_at") or case["observed_at"][:10], **scope)
             ids[known["alias"]] = next(op.memory_id for op in made.ops if op.action == "ADD")
-    turns = [{"role": "user", "name": turn["speaker"], "content": turn["text"], "at": turn["time"]} for turn in case["turns"]]
+    turns = [
+        {"role": "user", "name": turn["speaker"], "content": turn["text"], "at": turn["time"]}
+        for turn in case["turns"]
+    ]
     with dspy.context(lm=lm):
         result = memory.add(turns, **scope)
     right = Counter((op["action"], ids.get(op.get("target"))) for op in case["expected_ops"])
-    right = Counter({(action, None if action == "ADD" else target): n for (action, target), n in right.items()})
+    right = Counter(
+        {(action, None if action == "ADD" else target): n for (action, target), n in right.items()}
+    )
     done = _applied(result)
     said: Counter[str] = Counter()
     if done == right:
@@ -105,7 +114,10 @@ def one_message(memory: Any, case: dict[str, Any], *, run_id: str, lm: Any, rng:
         op.memory_id
         for op in result.ops
         if op.action in ("ADD", "UPDATE", "INVALIDATE")
-        and (op.action, None if op.action == "ADD" else (op.replaced_id if op.action == "INVALIDATE" else op.memory_id))
+        and (
+            op.action,
+            None if op.action == "ADD" else (op.replaced_id if op.action == "INVALIDATE" else op.memory_id),
+        )
         not in right
     ]
     for memory_id in dict.fromkeys(wrong_made):
@@ -126,18 +138,44 @@ def one_message(memory: Any, case: dict[str, Any], *, run_id: str, lm: Any, rng:
     return {"correct": False, "said": said}
 
 
+ARMS = {"static": "never", "learning": "from corrections", "uncorrected": "ignoring corrections"}
+
+
+def _compile(memory: Any, learn: str, *, lm: Any, seed: int, programs: Path) -> Any:
+    if learn == "from corrections":
+        return memory.learn_from_feedback(lm=lm, seeds=[seed], out=programs, user_id=USER)
+    # The ablation: the same compile on the same runs, labels ignoring what the users said.
+    from dspy_memory.learn.from_feedback import optimize_from_feedback
+    from dspy_memory.types import Scope
+
+    return optimize_from_feedback(
+        memory.store,
+        memory.store.feedback.list(Scope(user_id=USER), limit=None),
+        scope=None,
+        lm=lm,
+        seeds=[seed],
+        out=programs,
+        in_use=memory._writer.program_for("fused"),
+        corrected=False,
+    )
+
+
 def deployment(
-    cases: list[list[dict[str, Any]]], *, seed: int, learn: bool, compile_after: set[int], folder: Path
+    cases: list[list[dict[str, Any]]], *, seed: int, learn: str, compile_after: set[int], folder: Path
 ) -> dict[str, Any]:
-    """One deployment over the weeks' cases; `learn`: compile from feedback after those weeks."""
+    """One deployment over the weeks' cases; `learn` (ARMS): whether it compiles from its feedback
+    after those weeks, and whether the labels take what users said."""
     from dspy_memory import Memory
+    from dspy_memory.errors import InsufficientFeedbackError
     from evals.learner import learner_lm
 
     lm, rng = learner_lm(), random.Random(seed)
     programs, path = folder / "programs", folder / "memory.db"
     weeks, compiles, said = [], [], Counter()
     for week, week_cases in enumerate(cases, start=1):
-        with Memory(path, embedder="test", write={"mode": "fused"}, programs=programs if programs.exists() else None) as memory:
+        with Memory(
+            path, embedder="test", write={"mode": "fused"}, programs=programs if programs.exists() else None
+        ) as memory:
             outcomes = [
                 one_message(memory, case, run_id=f"w{week}-{index}", lm=lm, rng=rng)
                 for index, case in enumerate(week_cases)
@@ -145,20 +183,31 @@ def deployment(
             for outcome in outcomes:
                 said.update(outcome["said"])
             weeks.append([0.0 if outcome["correct"] else 1.0 for outcome in outcomes])
-            if learn and week in compile_after:
-                from dspy_memory.errors import InsufficientFeedbackError
-
+            if learn != "never" and week in compile_after:
                 try:
                     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                        report = memory.learn_from_feedback(lm=lm, seeds=[seed], out=programs, user_id=USER)
-                    compiles.append({"week": week, **report.model_dump(include={"examples", "in_use_score", "compiled_score", "installed", "skipped"})})
+                        report = _compile(memory, learn, lm=lm, seed=seed, programs=programs)
+                    compiles.append(
+                        {
+                            "week": week,
+                            **report.model_dump(
+                                include={"examples", "in_use_score", "compiled_score", "installed", "skipped"}
+                            ),
+                        }
+                    )
                 except InsufficientFeedbackError as exc:
                     compiles.append({"week": week, "error": str(exc)})
     return {"seed": seed, "learn": learn, "weeks": weeks, "compiles": compiles, "said": dict(said)}
 
 
+def _verdict(cell: dict[str, Any]) -> str:
+    return {"gain": "(more)", "loss": "(fewer)"}.get(cell["verdict"], "(no difference shown)")
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--weeks", type=int, default=6)
     parser.add_argument("--per-week", type=int, default=24, help="messages (scripted users) per week")
@@ -172,45 +221,61 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     pool = load_cases()
     compile_after = {int(week) for week in args.compile_after.split(",") if week}
-    runs: dict[str, list[dict[str, Any]]] = {"static": [], "learning": []}
+    runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
     for seed in range(args.seeds):
         drawn = random.Random(seed).sample(pool, args.weeks * args.per_week)
         cases = [drawn[week * args.per_week : (week + 1) * args.per_week] for week in range(args.weeks)]
-        for arm in ("static", "learning"):
+        for arm, learn in ARMS.items():
             stage(f"seed {seed}: the {arm} deployment, {args.weeks} weeks of {args.per_week} messages")
             with tempfile.TemporaryDirectory() as tmp:
                 runs[arm].append(
-                    deployment(cases, seed=seed, learn=arm == "learning", compile_after=compile_after, folder=Path(tmp))
+                    deployment(cases, seed=seed, learn=learn, compile_after=compile_after, folder=Path(tmp))
                 )
     first = min(compile_after) if compile_after else args.weeks
+    pairs = (("learning", "static"), ("uncorrected", "static"), ("learning", "uncorrected"))
     rows, per_week = [], []
     for week in range(args.weeks):
-        static = [run["weeks"][week] for run in runs["static"]]
-        learning = [run["weeks"][week] for run in runs["learning"]]
-        compared = summary(static, learning) if week + 1 > first else None
-        static_rates = [100 * sum(values) / len(values) for values in static]
-        learning_rates = [100 * sum(values) / len(values) for values in learning]
-        per_week.append({"week": week + 1, "static": static_rates, "learning": learning_rates, "learning_minus_static": compared})
+        outcomes = {arm: [run["weeks"][week] for run in runs[arm]] for arm in ARMS}
+        rates = {arm: [100 * sum(values) / len(values) for values in outcomes[arm]] for arm in ARMS}
+        compared = {
+            f"{a} - {b}": summary(outcomes[b], outcomes[a]) if week + 1 > first else None for a, b in pairs
+        }
+        per_week.append({"week": week + 1, **rates, "differences": compared})
         rows.append(
-            [
-                week + 1,
-                f"{sum(static_rates) / len(static_rates):.1f} [{min(static_rates):.1f}, {max(static_rates):.1f}]",
-                f"{sum(learning_rates) / len(learning_rates):.1f} [{min(learning_rates):.1f}, {max(learning_rates):.1f}]",
-                "-" if compared is None else f"{compared['difference']:+.1f} [{compared['interval'][0]:+.1f}, {compared['interval'][1]:+.1f}]",
-                "-" if compared is None else compared["verdict"].replace("gain", "more corrections").replace("loss", "fewer corrections"),
+            [week + 1]
+            + [
+                f"{sum(rates[arm]) / len(rates[arm]):.1f} [{min(rates[arm]):.1f}, {max(rates[arm]):.1f}]"
+                for arm in ARMS
+            ]
+            + [
+                "-"
+                if cell is None
+                else f"{cell['difference']:+.1f} [{cell['interval'][0]:+.1f}, {cell['interval'][1]:+.1f}] {_verdict(cell)}"
+                for cell in compared.values()
             ]
         )
     text = (
         f"Messages needing a correction, % per week ({args.seeds} seeds, {args.per_week} messages a week; the "
-        f"learning deployment compiles from its feedback after weeks {sorted(compile_after)}):\n\n"
-        + table(["week", "static, mean [min, max]", "learning, mean [min, max]", "learning - static [95%]", "verdict"], rows)
+        f"learning and uncorrected deployments compile after weeks {sorted(compile_after)}; differences: "
+        "paired 95% intervals):\n\n"
+        + table(
+            ["week", *(f"{arm}, mean [min, max]" for arm in ARMS), *(f"{a} - {b}" for a, b in pairs)], rows
+        )
     )
-    installed = Counter(
-        (compile["week"], bool(compile.get("installed"))) for run in runs["learning"] for compile in run["compiles"]
-    )
-    text += "\n\nCompiles (week, installed): " + ", ".join(f"week {w} {'installed' if i else 'not installed'} x{n}" for (w, i), n in sorted(installed.items()))
+    for arm in ("learning", "uncorrected"):
+        installed = Counter(
+            (compile["week"], bool(compile.get("installed")))
+            for run in runs[arm]
+            for compile in run["compiles"]
+        )
+        text += f"\n\n{arm} compiles: " + ", ".join(
+            f"week {w} {'installed' if i else 'not installed'} x{n}"
+            for (w, i), n in sorted(installed.items())
+        )
     said = sum((Counter(run["said"]) for run in runs["learning"]), Counter())
-    text += "\nWhat the learning deployment's users did: " + ", ".join(f"{what} {n}" for what, n in said.most_common())
+    text += "\nWhat the learning deployment's users did: " + ", ".join(
+        f"{what} {n}" for what, n in said.most_common()
+    )
     print(f"\n{text}")
     results = {
         "command": command_line("evals.feedback_loop", argv),
@@ -224,10 +289,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         out=args.out,
         plot=args.plot,
         groups=[f"week {row['week']}" for row in per_week],
-        series={
-            "static": [sum(row["static"]) / len(row["static"]) for row in per_week],
-            "learning": [sum(row["learning"]) / len(row["learning"]) for row in per_week],
-        },
+        series={arm: [sum(row[arm]) / len(row[arm]) for row in per_week] for arm in ARMS},
         title="Messages needing a correction per week, static and learning from feedback",
         ylabel="% of messages",
         text=text,

@@ -25,12 +25,22 @@ THINGS = ["tea", "jazz", "chess", "rain", "pears", "sushi", "kites", "opera"]
 def decide(turns, existing):
     """A write program with a habit: it ADDs each message as a fact, also a move (it should
     invalidate the old home), and it deletes what it was never asked to forget."""
+    # Later runs are shown the old home too ("drop tea" below): the label goes to the run that
+    # added a new home, not to the newest.
     text = turns[-1]["text"]
     if text.startswith("drop "):
         return [{"action": "DELETE", "target": alias_of(existing, text.removeprefix("drop "))}]
-    if text.startswith("I moved to "):
-        city = text.removeprefix("I moved to ").rstrip(".")
-        return [{"action": "ADD", "content": f"Ada lives in {city}.", "subject": "Ada", "predicate": "lives_in"}]
+    for said in ("I moved to ", "I live in "):
+        if text.startswith(said):
+            city = text.removeprefix(said).rstrip(".")
+            return [
+                {
+                    "action": "ADD",
+                    "content": f"Ada lives in {city}.",
+                    "subject": "Ada",
+                    "predicate": "lives_in",
+                }
+            ]
     thing = text.removeprefix("I like ").rstrip(".")
     return [{"action": "ADD", "content": f"Ada likes {thing}.", "subject": "Ada", "predicate": "likes"}]
 
@@ -62,9 +72,14 @@ def test_each_kind_of_feedback_becomes_the_label_people_said_was_right(tmp_path)
         assert refused.rejected and refused.ops == []
 
         found = feedback_examples(memory.store, memory.feedback_records(user_id="ada"))
-        labels = {example.example.turns[-1].text: (example.sources, example.example.ops) for example in found.examples}
+        labels = {
+            example.example.turns[-1].text: (example.sources, example.example.ops)
+            for example in found.examples
+        }
 
-    assert labels["I like tea."][0] == ("useful",) and [op["action"] for op in labels["I like tea."][1]] == ["ADD"]
+    assert labels["I like tea."][0] == ("useful",) and [op["action"] for op in labels["I like tea."][1]] == [
+        "ADD"
+    ]
     [corrected] = labels["I like jazz."][1]
     assert corrected["action"] == "ADD" and corrected["content"] == "Ada likes cool jazz."
     assert labels["I like chess."] == (("wrong",), [])

@@ -12,9 +12,10 @@ proposed and what each operation became). One run with feedback about it is one 
   - a correction (`update(..., reason=)`): that operation's content is the corrected text;
   - `wrong` or `irrelevant`: that operation should not have been; an operation on a memory
     becomes NOOP on it (what it said stands), an ADD goes;
-  - `outdated`: a run shown the memory before the verdict should have invalidated it: the one
-    whose ADD made the memory sharing most words with it (else the newest); that ADD becomes
-    INVALIDATE of it (or an INVALIDATE is added when the run added nothing);
+  - `outdated`: a run shown the memory before the verdict should have invalidated it: the newest
+    that added a fact for the same subject and predicate (the new value), else the newest; that
+    ADD becomes INVALIDATE of it (when it added no such fact, an INVALIDATE is added whose new
+    content is the run's last message, for the memory's subject and predicate);
   - `useful`: the operation was right (a positive example);
   - a refused operation stays out of the label (validation said it was wrong).
 - Restores (the lifecycle archived a memory, not the write program) and carried-out requests to
@@ -34,9 +35,9 @@ from datetime import datetime
 from typing import Any
 
 from dspy_memory.store import Store
-from dspy_memory.store.keyword import query_terms
 from dspy_memory.store.runs import WriteRun
 from dspy_memory.types import FeedbackRecord, MemoryRecord, Scope
+from dspy_memory.util.text import normalize_name, normalize_predicate
 
 _MAKES = ("ADD", "UPDATE", "INVALIDATE")
 _OP_FIELDS = ("content", "kind", "subject", "predicate", "object")
@@ -61,9 +62,11 @@ class FeedbackExamples:
 
 
 def feedback_examples(
-    store: Store, records: Iterable[FeedbackRecord], *, max_turn_chars: int = 4000
+    store: Store, records: Iterable[FeedbackRecord], *, max_turn_chars: int = 4000, corrected: bool = True
 ) -> FeedbackExamples:
-    """`records` (one scope's feedback) as examples for the write programs, oldest first."""
+    """`records` (one scope's feedback) as examples for the write programs, oldest first.
+    corrected=False labels each run with what it did, ignoring what people said: the ablation
+    that shows what the corrections are worth (evals/feedback_loop.py)."""
     found = FeedbackExamples()
     by_run: dict[str, list[tuple[FeedbackRecord, int | None]]] = {}
     for record in sorted(records, key=lambda r: r.created_at):
@@ -84,7 +87,9 @@ def feedback_examples(
             by_run.setdefault(record.write_run_id, []).append((record, None))
     for uid, about in by_run.items():
         run = store.runs.get(uid)
-        example = _example(store, run, about, max_turn_chars) if run is not None else None
+        example = (
+            _example(store, run, about if corrected else [], max_turn_chars) if run is not None else None
+        )
         if isinstance(example, str) or example is None:
             found.skipped[example or "its write run is gone"] += len(about)
             continue
@@ -100,31 +105,35 @@ def feedback_examples(
     return found
 
 
+def _slot(subject: Any, predicate: Any) -> tuple[str, str] | None:
+    """The (subject, predicate) a fact fills, normalized; None when it names neither."""
+    if not subject or not predicate:
+        return None
+    return normalize_name(str(subject)), normalize_predicate(str(predicate))
+
+
 def _should_have_invalidated(store: Store, record: FeedbackRecord) -> tuple[str, int] | None:
     """(run uid, alias) of the run that should have invalidated the memory judged outdated: of
-    the runs shown it before the verdict, the one that ADDed the memory sharing most words with
-    it (the newest on a tie, and the newest of all when none added one)."""
+    the runs shown it before the verdict, the newest that ADDed a fact for the same subject and
+    predicate (the new value it missed), else the newest of them."""
     if record.memory_id is None or record.memory_version is None:
         return None
     seen = store.runs.seen(record.memory_id, record.memory_version, before=record.created_at)
     judged = store.get_memory(record.memory_id, version=record.memory_version)
     if not seen or judged is None:
         return None
-    words = set(query_terms(judged.content))
-
-    def added_like_it(uid: str) -> int:
+    slot = _slot(judged.subject, judged.predicate)
+    for uid, alias in seen if slot is not None else []:
         run = store.runs.get(uid)
-        shared = [0]
         for op in run.ops if run is not None else []:
             made = (
                 store.get_memory(op.memory_id, version=op.version)
                 if op.applied == "ADD" and op.memory_id
                 else None
             )
-            shared.append(len(words & set(query_terms(made.content))) if made is not None else 0)
-        return max(shared)
-
-    return max(seen, key=lambda item: added_like_it(item[0]))
+            if made is not None and _slot(made.subject, made.predicate) == slot:
+                return uid, alias
+    return seen[0]
 
 
 def _example(
@@ -170,7 +179,7 @@ def _example(
             entry.update({key: getattr(made, key) for key in _OP_FIELDS if getattr(made, key, None)})
         label[op.op_index] = entry
     for record, alias in about:
-        _correct(label, record, alias, shown)
+        _correct(label, record, alias, shown, said=spoken[-1].content)
     note = "; ".join(record.note for record, _ in about if record.note)
     return dspy.Example(**inputs, ops=[label[index] for index in sorted(label)], note=note).with_inputs(
         *inputs
@@ -182,18 +191,30 @@ def _correct(
     record: FeedbackRecord,
     alias: int | None,
     shown: dict[int, MemoryRecord],
+    *,
+    said: str,
 ) -> None:
-    """Change `label` as `record` says was right."""
+    """Change `label` as `record` says was right (`said`: the run's last message, the new fact's
+    words when the run added none)."""
     if record.verdict == "outdated" and alias is not None:
-        words = set(query_terms(shown[alias].content))
-        added = [i for i, entry in label.items() if entry["action"] == "ADD"]
-        if added:
-            nearest = max(
-                added, key=lambda i: (len(set(query_terms(str(label[i].get("content", "")))) & words), -i)
-            )
-            label[nearest] = {**label[nearest], "action": "INVALIDATE", "target": alias}
+        slot = _slot(shown[alias].subject, shown[alias].predicate)
+        same = [
+            index
+            for index, entry in label.items()
+            if entry["action"] == "ADD"
+            and slot is not None
+            and _slot(entry.get("subject"), entry.get("predicate")) == slot
+        ]
+        if same:
+            label[same[0]] = {**label[same[0]], "action": "INVALIDATE", "target": alias}
         else:
-            label[max(label, default=-1) + 1] = {"action": "INVALIDATE", "target": alias}
+            old = shown[alias]
+            label[max(label, default=-1) + 1] = {
+                "action": "INVALIDATE",
+                "target": alias,
+                "content": said,
+                **{key: getattr(old, key) for key in ("subject", "predicate") if getattr(old, key)},
+            }
         return
     entry = label.get(record.op_index) if record.op_index is not None else None
     if entry is None:

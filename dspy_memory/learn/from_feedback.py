@@ -66,8 +66,10 @@ def optimize_from_feedback(
     force: bool = False,
     share_across_users: bool = False,
     max_turn_chars: int = 4000,
+    corrected: bool = True,
 ) -> FeedbackOptimization:
-    """Compile `program` on `records` (a scope's feedback), gate it, install it into `out`."""
+    """Compile `program` on `records` (a scope's feedback), gate it, install it into `out`
+    (corrected=False: labels ignore what people said, the ablation; learn/feedback.py)."""
     _check_options(program, optimizer, seeds, held_out, force, share_across_users)
     users = set(store.user_ids(limit=2)) | {record.user_id for record in records}
     if len(users) > 1 and not share_across_users:
@@ -77,7 +79,7 @@ def optimize_from_feedback(
             "Pass share_across_users=True (--share-across-users) to accept that, or keep a memory "
             "file per user"
         )
-    found = feedback_examples(store, records, max_turn_chars=max_turn_chars)
+    found = feedback_examples(store, records, max_turn_chars=max_turn_chars, corrected=corrected)
     if len(found.examples) < MIN_EXAMPLES:
         skipped = "; ".join(f"{count} {why}" for why, count in found.skipped.most_common()) or "none"
         raise InsufficientFeedbackError(
