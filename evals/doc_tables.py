@@ -11,7 +11,7 @@ A generated table sits between two markers in a Markdown file:
     <!-- end generated: NAME -->
 
 `optimize_offline` is recorded by `python -m evals.optimize_offline --seeds 5 --record` (about
-half an hour); `eval_oracles` by `LOCOMO_DATA=locomo10.json python -m evals.doc_tables oracles`
+a quarter of an hour), `feedback_loop` by `python -m evals.feedback_loop --record` (minutes); `eval_oracles` by `LOCOMO_DATA=locomo10.json python -m evals.doc_tables oracles`
 (seconds; the LoCoMo row only where that file is). The tests check every table against its JSON
 (tests/test_doc_tables.py) and measure the oracles again (the LoCoMo row where the file is).
 """
@@ -89,8 +89,15 @@ def _eval_oracles(data: dict[str, Any]) -> str:
     return table(["eval", "command", "result"], rows) + "\n"
 
 
+def _feedback_loop(data: dict[str, Any]) -> str:
+    from evals.feedback_loop import report
+
+    return f"`{data['command']}` ({data['machine']['when'][:10]}):\n\n{report(data)}\n"
+
+
 RENDERERS: dict[str, Callable[[Any], str]] = {
     "optimize_offline": _optimize_offline,
+    "feedback_loop": _feedback_loop,
     "eval_oracles": _eval_oracles,
 }
 

@@ -26,7 +26,8 @@ week in each, over seeds (mean [min, max]), and for the weeks after the first co
 
 Each message has its own run_id under one user ("sim"), so no message sees another's memories
 and one user's feedback trains the program (scopes are walls: docs/optimization.md).
-Writes evals/results/feedback_loop.json, .md and .png.
+Writes evals/results/feedback_loop.json, .md and .png; --record also docs/results/feedback_loop.json
+and its table in docs/benchmarks.md (python -m evals.doc_tables).
 """
 
 from __future__ import annotations
@@ -200,6 +201,51 @@ def deployment(
     return {"seed": seed, "learn": learn, "weeks": weeks, "compiles": compiles, "said": dict(said)}
 
 
+PAIRS = (("learning", "static"), ("uncorrected", "static"), ("learning", "uncorrected"))
+
+
+def report(results: dict[str, Any]) -> str:
+    """The tables as printed (and as docs/benchmarks.md shows them, from the recorded JSON)."""
+
+    def cell(value: dict[str, Any] | None) -> str:
+        if value is None:
+            return "-"
+        low, high = value["interval"]
+        return f"{value['difference']:+.1f} [{low:+.1f}, {high:+.1f}] {_verdict(value)}"
+
+    rows = [
+        [row["week"]]
+        + [f"{sum(row[arm]) / len(row[arm]):.1f} [{min(row[arm]):.1f}, {max(row[arm]):.1f}]" for arm in ARMS]
+        + [cell(row["differences"][f"{a} - {b}"]) for a, b in PAIRS]
+        for row in results["weeks"]
+    ]
+    text = (
+        f"Messages needing a correction, % per week ({len(results['seeds'])} seeds, {results['per_week']} messages "
+        f"a week; the learning and uncorrected deployments compile after weeks {results['compile_after']}; "
+        "differences: paired 95% intervals):\n\n"
+        + table(
+            ["week", *(f"{arm}, mean [min, max]" for arm in ARMS), *(f"{a} - {b}" for a, b in PAIRS)], rows
+        )
+    )
+    runs = results["runs"]
+    for arm in ("learning", "uncorrected"):
+        installed = Counter(
+            (compile["week"], bool(compile.get("installed")))
+            for run in runs[arm]
+            for compile in run["compiles"]
+        )
+        text += f"\n\n{arm} compiles: " + ", ".join(
+            f"week {w} {'installed' if i else 'not installed'} x{n}"
+            for (w, i), n in sorted(installed.items())
+        )
+    said = sum((Counter(run["said"]) for run in runs["learning"]), Counter())
+    return (
+        text
+        + "\nWhat the learning deployment's users did: "
+        + ", ".join(f"{what} {n}" for what, n in said.most_common())
+    )
+
+
 def _verdict(cell: dict[str, Any]) -> str:
     return {"gain": "(more)", "loss": "(fewer)"}.get(cell["verdict"], "(no difference shown)")
 
@@ -214,6 +260,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--compile-after", default="2,4", help="weeks after which the learning twin compiles")
     parser.add_argument("--out", default=str(RESULTS_DIR / "feedback_loop.json"))
     parser.add_argument("--plot", default=str(RESULTS_DIR / "feedback_loop.png"))
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="also write docs/results/feedback_loop.json and its table in the docs",
+    )
     args = parser.parse_args(argv)
     logging.getLogger("dspy").setLevel(logging.ERROR)
     logging.getLogger("dspy_memory").setLevel(logging.ERROR)
@@ -232,58 +283,30 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     deployment(cases, seed=seed, learn=learn, compile_after=compile_after, folder=Path(tmp))
                 )
     first = min(compile_after) if compile_after else args.weeks
-    pairs = (("learning", "static"), ("uncorrected", "static"), ("learning", "uncorrected"))
-    rows, per_week = [], []
+    per_week = []
     for week in range(args.weeks):
         outcomes = {arm: [run["weeks"][week] for run in runs[arm]] for arm in ARMS}
-        rates = {arm: [100 * sum(values) / len(values) for values in outcomes[arm]] for arm in ARMS}
-        compared = {
-            f"{a} - {b}": summary(outcomes[b], outcomes[a]) if week + 1 > first else None for a, b in pairs
-        }
-        per_week.append({"week": week + 1, **rates, "differences": compared})
-        rows.append(
-            [week + 1]
-            + [
-                f"{sum(rates[arm]) / len(rates[arm]):.1f} [{min(rates[arm]):.1f}, {max(rates[arm]):.1f}]"
-                for arm in ARMS
-            ]
-            + [
-                "-"
-                if cell is None
-                else f"{cell['difference']:+.1f} [{cell['interval'][0]:+.1f}, {cell['interval'][1]:+.1f}] {_verdict(cell)}"
-                for cell in compared.values()
-            ]
+        per_week.append(
+            {
+                "week": week + 1,
+                **{arm: [100 * sum(values) / len(values) for values in outcomes[arm]] for arm in ARMS},
+                "differences": {
+                    f"{a} - {b}": summary(outcomes[b], outcomes[a]) if week + 1 > first else None
+                    for a, b in PAIRS
+                },
+            }
         )
-    text = (
-        f"Messages needing a correction, % per week ({args.seeds} seeds, {args.per_week} messages a week; the "
-        f"learning and uncorrected deployments compile after weeks {sorted(compile_after)}; differences: "
-        "paired 95% intervals):\n\n"
-        + table(
-            ["week", *(f"{arm}, mean [min, max]" for arm in ARMS), *(f"{a} - {b}" for a, b in pairs)], rows
-        )
-    )
-    for arm in ("learning", "uncorrected"):
-        installed = Counter(
-            (compile["week"], bool(compile.get("installed")))
-            for run in runs[arm]
-            for compile in run["compiles"]
-        )
-        text += f"\n\n{arm} compiles: " + ", ".join(
-            f"week {w} {'installed' if i else 'not installed'} x{n}"
-            for (w, i), n in sorted(installed.items())
-        )
-    said = sum((Counter(run["said"]) for run in runs["learning"]), Counter())
-    text += "\nWhat the learning deployment's users did: " + ", ".join(
-        f"{what} {n}" for what, n in said.most_common()
-    )
-    print(f"\n{text}")
     results = {
         "command": command_line("evals.feedback_loop", argv),
         "seeds": list(range(args.seeds)),
+        "per_week": args.per_week,
+        "compile_after": sorted(compile_after),
         "weeks": per_week,
         "runs": runs,
         "machine": machine(),
     }
+    text = report(results)
+    print(f"\n{text}")
     save(
         results,
         out=args.out,
@@ -294,6 +317,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ylabel="% of messages",
         text=text,
     )
+    if args.record:
+        from evals.doc_tables import record
+
+        record("feedback_loop", results)
     return results
 
 

@@ -72,6 +72,8 @@ def test_each_kind_of_feedback_becomes_the_label_people_said_was_right(tmp_path)
         assert refused.rejected and refused.ops == []
 
         found = feedback_examples(memory.store, memory.feedback_records(user_id="ada"))
+        # The ablation of evals/feedback_loop.py: the same runs labelled with what they did.
+        uncorrected = feedback_examples(memory.store, memory.feedback_records(user_id="ada"), corrected=False)
         labels = {
             example.example.turns[-1].text: (example.sources, example.example.ops)
             for example in found.examples
@@ -91,6 +93,11 @@ def test_each_kind_of_feedback_becomes_the_label_people_said_was_right(tmp_path)
     assert invalidate["target"] == boston_alias and invalidate["content"] == "Ada lives in Denver."
     # The refused DELETE is out of the label: that run applied nothing.
     assert labels["drop tea"] == (("refused",), [])
+    did = {example.example.turns[-1].text: example.example.ops for example in uncorrected.examples}
+    assert [op["action"] for op in did["I like chess."]] == ["ADD"] and did["I like jazz."][0][
+        "content"
+    ] == "Ada likes jazz."
+    assert [op["action"] for op in did["I moved to Denver."]] == ["ADD"]
     # A correction of a raw turn names no write run: counted, no example.
     assert sum(found.skipped.values()) == 1 and "no write run made" in next(iter(found.skipped))
 
