@@ -121,6 +121,7 @@ class ScopedMemory(_Bound):
     feedback = _through(Memory.feedback)
     feedback_records = _through(Memory.feedback_records)
     get_feedback = _through(Memory.get_feedback)
+    learn_from_feedback = _through(Memory.learn_from_feedback)
     # agents and lifecycle
     tools = _through(Memory.tools)
     maintain = _through(Memory.maintain)
