@@ -152,12 +152,7 @@ def run(
     seconds = time.perf_counter() - start
     after = scores(compiled, parts, lm, metric=task.metric, threads=threads)
     result = {
-        "program": name,
-        "optimizer": optimizer,
-        "lm": _name(lm),
-        "teacher_lm": _name(teacher_lm),
-        "reflection_lm": _name(reflection_lm),
-        "sizes": {part: len(items) for part, items in parts.items()},
+        **_compiled_what(name, optimizer, parts, lm, teacher_lm, reflection_lm),
         "dev_before": before["dev"],
         "dev_after": after["dev"],
         "test_before": before["test"],
@@ -212,12 +207,7 @@ def run_seeds(
         threads=threads,
     )
     result = {
-        "program": task.name,
-        "optimizer": optimizer,
-        "lm": _name(lm),
-        "teacher_lm": _name(teacher_lm),
-        "reflection_lm": _name(reflection_lm),
-        "sizes": {part: len(items) for part, items in splits.items()},
+        **_compiled_what(task.name, optimizer, splits, lm, teacher_lm, reflection_lm),
         "scored_on": heldout,
         "seeds": seeds,
         "summary": measured.summary,
@@ -233,6 +223,20 @@ def run_seeds(
     numbers = write_json(out.with_name(out.stem + ".optimize.json"), result)
     print(f"saved seed {seeds[0]}'s program to {out}, the numbers to {numbers}")
     return {**result, "out": str(out), "compiled": measured.programs}
+
+
+def _compiled_what(
+    name: str, optimizer: str, splits: dict[str, list[Any]], lm: Any, teacher_lm: Any, reflection_lm: Any
+) -> dict[str, Any]:
+    """What a compile's numbers are about: the program, the optimizer, the LMs, the split sizes."""
+    return {
+        "program": name,
+        "optimizer": optimizer,
+        "lm": _name(lm),
+        "teacher_lm": _name(teacher_lm),
+        "reflection_lm": _name(reflection_lm),
+        "sizes": {part: len(items) for part, items in splits.items()},
+    }
 
 
 def _name(lm: Any) -> str | None:

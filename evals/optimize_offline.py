@@ -38,15 +38,14 @@ import contextlib
 import io
 import logging
 import random
-import time
 from pathlib import Path
 from typing import Any
 
-from dspy_memory.learn.seeded import shuffled
+from dspy_memory.learn.seeded import compile_seeds, shuffled
 from dspy_memory.learn.stats import summary
 from evals.ablations import irrelevant_demos, shuffled_labels, with_demos
 from evals.learner import learner_lm
-from evals.optimize import OPTIMIZERS, CostMeter, compile_program, per_example
+from evals.optimize import OPTIMIZERS, per_example
 from evals.report import RESULTS_DIR, command_line, machine, save, stage, table
 from evals.tasks import get_task, split_examples
 from evals.teachers import teacher
@@ -68,31 +67,28 @@ def _quietly(function: Any, *args: Any, **kwargs: Any) -> Any:
         return function(*args, **kwargs)
 
 
-def compile_seeded(
-    task: Any, optimizer: str, teacher_name: str, splits: dict[str, list[Any]], seed: int
-) -> dict[str, Any]:
-    """One compile: train shuffled by `seed`, the optimizer seeded with it; its cost."""
-    meter = CostMeter()
-    start = time.perf_counter()
-    compiled = _quietly(
-        compile_program,
-        task,
+def compile_over_seeds(
+    task: Any,
+    optimizer: str,
+    teacher_name: str,
+    splits: dict[str, list[Any]],
+    heldout: list[Any],
+    seeds: list[int],
+) -> Any:
+    """`task`'s program compiled once per seed (learn/seeded.py), scored on `heldout`."""
+    return _quietly(
+        compile_seeds,
+        task.make_program,
         optimizer,
-        shuffled(splits["train"], seed),
+        splits["train"],
         splits["dev"],
+        heldout,
+        metric=task.metric,
+        feedback=task.feedback,
         lm=learner_lm(),
         teacher_lm=teacher(task.name, teacher_name),
-        meter=meter,
-        seed=seed,
+        seeds=seeds,
     )
-    total = meter.summary()["total"]
-    return {
-        "compiled": compiled,
-        "seconds": time.perf_counter() - start,
-        "lm_calls": total["lm_calls"],
-        "tokens": total["prompt_tokens"] + total["completion_tokens"],
-        "demos": sum(len(predictor.demos) for _, predictor in compiled.named_predictors()),
-    }
 
 
 def _scored(task: Any, program: Any, examples: list[Any]) -> list[float]:
@@ -107,23 +103,26 @@ def measure(name: str, optimizers: list[str], seeds: list[int], *, dev: bool = T
     uncompiled = task.make_program()
     parts = ("dev", "test") if dev else ("test",)
     baseline = {part: _scored(task, uncompiled, splits[part]) for part in parts}
-    rows, bootstrapped, runs_by_config = [], {}, []
+    rows, bootstrapped, runs_by_config = [], {}, []  # bootstrapped: BootstrapFewShot's programs by seed
     for optimizer in optimizers:
         for teacher_name in TEACHERS[optimizer]:
             stage(f"{name}: {optimizer}, teacher {teacher_name}, seeds {seeds}")
-            runs = []
-            for seed in seeds:
-                compiled = compile_seeded(task, optimizer, teacher_name, splits, seed)
-                program = compiled.pop("compiled")
-                if (optimizer, teacher_name) == ("bootstrap", "none"):
-                    bootstrapped[seed] = program
-                runs.append(
-                    {
-                        "seed": seed,
-                        **compiled,
-                        **{part: _scored(task, program, splits[part]) for part in parts},
-                    }
-                )
+            measured = compile_over_seeds(task, optimizer, teacher_name, splits, splits["test"], seeds)
+            if (optimizer, teacher_name) == ("bootstrap", "none"):
+                bootstrapped = measured.programs
+            runs = [
+                {
+                    "seed": seed,
+                    "seconds": measured.seconds[seed],
+                    "lm_calls": measured.cost[seed]["total"]["lm_calls"],
+                    "tokens": measured.cost[seed]["total"]["prompt_tokens"]
+                    + measured.cost[seed]["total"]["completion_tokens"],
+                    "demos": sum(len(p.demos) for _, p in measured.programs[seed].named_predictors()),
+                    "test": measured.scores[seed],
+                    **({"dev": _scored(task, measured.programs[seed], splits["dev"])} if dev else {}),
+                }
+                for seed in seeds
+            ]
             rows.append(_row(name, optimizer, teacher_name, baseline, runs))
             runs_by_config.append(((optimizer, teacher_name), [run["test"] for run in runs]))
     stage(f"{name}: ablations")
@@ -207,10 +206,10 @@ def leak_check(seeds: list[int]) -> dict[str, Any]:
                 pools["with siblings"].append(same)
                 pools["without siblings"].append(same)
         for pool, items in pools.items():
-            compiled = compile_seeded(task, "bootstrap", "none", {"train": items, "dev": []}, seed)[
-                "compiled"
-            ]
-            runs[pool].append(_scored(task, compiled, evaluated))
+            measured = compile_over_seeds(
+                task, "bootstrap", "none", {"train": items, "dev": []}, evaluated, [seed]
+            )
+            runs[pool].append(measured.scores[seed])
     return {
         "pool": 2 * len(siblings),
         "siblings": len(siblings),
