@@ -266,8 +266,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="also write docs/results/feedback_loop.json and its table in the docs",
     )
     args = parser.parse_args(argv)
-    logging.getLogger("dspy").setLevel(logging.ERROR)
-    logging.getLogger("dspy_memory").setLevel(logging.ERROR)
     from evals.reconcile import load_cases
 
     pool = load_cases()
@@ -325,4 +323,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    # The write path logs every refused operation and raw turn; the table is the report. Only
+    # when run as a script: main() called from a test must not silence the library's loggers.
+    logging.getLogger("dspy").setLevel(logging.ERROR)
+    logging.getLogger("dspy_memory").setLevel(logging.ERROR)
     main()
