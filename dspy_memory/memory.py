@@ -401,8 +401,9 @@ class Memory(LifecycleMethods, GovernanceMethods):
             scope=where,
             program=program,
             lm=self._lm_for(True) if lm is None else resolve_lm(lm),
-            teacher_lm=resolve_lm(teacher_lm),
-            reflection_lm=resolve_lm(reflection_lm),
+            # resolve_lm(None) would be dspy's configured LM: a teacher only when one is given.
+            teacher_lm=resolve_lm(teacher_lm) if teacher_lm is not None else None,
+            reflection_lm=resolve_lm(reflection_lm) if reflection_lm is not None else None,
             optimizer=optimizer,
             seeds=list(seeds),
             held_out=held_out,

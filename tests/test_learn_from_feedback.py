@@ -183,3 +183,18 @@ def test_too_little_feedback_or_a_shared_file_is_a_clear_error(tmp_path, student
             memory.learn_from_feedback(lm=learner_lm(), user_id="ada")
     assert _optimize(db, tmp_path / "programs") == 2
     assert "--share-across-users" in capsys.readouterr().err
+
+
+def test_the_teacher_is_only_the_one_given_never_dspys_configured_lm(tmp_path, monkeypatch):
+    """learn_from_feedback(lm=...) without a teacher compiles without one, even when dspy has an
+    LM configured (that LM is not a stronger model the caller chose)."""
+    import dspy
+
+    import dspy_memory.learn.from_feedback as from_feedback
+
+    seen = {}
+    monkeypatch.setattr(from_feedback, "optimize_from_feedback", lambda *args, **kwargs: seen.update(kwargs))
+    with opened(tmp_path / "m.db") as memory, dspy.context(lm=learner_lm("configured/elsewhere")):
+        memory.learn_from_feedback(lm=learner_lm(), user_id="ada")
+    assert seen["teacher_lm"] is None and seen["reflection_lm"] is None
+    assert seen["lm"].model == "learner/student"
