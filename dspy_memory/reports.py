@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from dspy_memory.ops import Rejection
 from dspy_memory.types import LMUsage
@@ -178,10 +178,20 @@ class FeedbackOptimization(BaseModel):
     examples: dict[str, int]
     records: int
     skipped: dict[str, int] = Field(default_factory=dict)
-    in_use_score: float
-    compiled_score: float
     summary: dict[str, Any]
     installed: bool
     forced: bool = False
     path: str | None = None
     reason: str
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented use on a property
+    @property
+    def in_use_score(self) -> float:
+        """The program in use on the held-out feedback (0-100)."""
+        return float(self.summary["baseline"])
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented use on a property
+    @property
+    def compiled_score(self) -> float:
+        """The first seed's compile (the one installed) on the held-out feedback (0-100)."""
+        return float(self.summary["runs"][0])

@@ -103,13 +103,13 @@ def measure(name: str, optimizers: list[str], seeds: list[int], *, dev: bool = T
     uncompiled = task.make_program()
     parts = ("dev", "test") if dev else ("test",)
     baseline = {part: _scored(task, uncompiled, splits[part]) for part in parts}
-    rows, bootstrapped, runs_by_config = [], {}, []  # bootstrapped: BootstrapFewShot's programs by seed
+    rows, bootstrapped = [], None  # bootstrapped: BootstrapFewShot's compile without a teacher
     for optimizer in optimizers:
         for teacher_name in TEACHERS[optimizer]:
             stage(f"{name}: {optimizer}, teacher {teacher_name}, seeds {seeds}")
             measured = compile_over_seeds(task, optimizer, teacher_name, splits, splits["test"], seeds)
             if (optimizer, teacher_name) == ("bootstrap", "none"):
-                bootstrapped = measured.programs
+                bootstrapped = measured
             runs = [
                 {
                     "seed": seed,
@@ -124,7 +124,6 @@ def measure(name: str, optimizers: list[str], seeds: list[int], *, dev: bool = T
                 for seed in seeds
             ]
             rows.append(_row(name, optimizer, teacher_name, baseline, runs))
-            runs_by_config.append(((optimizer, teacher_name), [run["test"] for run in runs]))
     stage(f"{name}: ablations")
     ablations = {
         "irrelevant demos": {
@@ -132,11 +131,11 @@ def measure(name: str, optimizers: list[str], seeds: list[int], *, dev: bool = T
             for seed in seeds
         }
     }
-    if bootstrapped:
+    if bootstrapped is not None:
         ablations["bootstrap, labels shuffled"] = {
-            seed: shuffled_labels(program, seed=seed) for seed, program in bootstrapped.items()
+            seed: shuffled_labels(program, seed=seed) for seed, program in bootstrapped.programs.items()
         }
-    compiled_runs = next((row for row in runs_by_config if row[0] == ("bootstrap", "none")), (None, None))[1]
+    compiled_runs = list(bootstrapped.scores.values()) if bootstrapped is not None else None
     ablation_rows = []
     for ablation, programs in ablations.items():
         tests = [_scored(task, program, splits["test"]) for program in programs.values()]

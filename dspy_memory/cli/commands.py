@@ -22,12 +22,16 @@ def make_cli_lm(args: argparse.Namespace) -> Any:
     """The LM named by --lm or DSPY_MEMORY_LM (with DSPY_MEMORY_LM_API_BASE and, for Ollama,
     DSPY_MEMORY_LM_NUM_CTX), or None. An Ollama model is checked now, so an LM that is not
     running fails in seconds with what to run, not on every write."""
+    model = lm_model(args)
+    return cli_lm(model) if model else None
+
+
+def cli_lm(model: str) -> Any:
+    """`model` built as the command line builds LMs ($DSPY_MEMORY_LM_API_BASE, Ollama's
+    $DSPY_MEMORY_LM_NUM_CTX), an Ollama model checked now."""
     from dspy_memory.config import MemoryConfig
     from dspy_memory.util.lm import checked_lm
 
-    model = lm_model(args)
-    if not model:
-        return None
     config = MemoryConfig.from_env()
     return checked_lm(model, config.lm_api_base, num_ctx=config.lm_num_ctx)
 

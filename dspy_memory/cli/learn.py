@@ -10,7 +10,7 @@ import contextlib
 import os
 import sys
 
-from dspy_memory.cli.commands import make_cli_lm, open_memory, print_json, scope_of
+from dspy_memory.cli.commands import cli_lm, make_cli_lm, open_memory, print_json, scope_of
 from dspy_memory.learn.from_feedback import WRITE_PROGRAMS
 from dspy_memory.learn.optimizers import OPTIMIZERS
 from dspy_memory.learn.stats import describe
@@ -62,8 +62,8 @@ def run_from_feedback(argv: list[str]) -> int:
     if lm is None:
         print(f"{PROG}: give the model the program runs on: --lm MODEL or $DSPY_MEMORY_LM", file=sys.stderr)
         return 2
-    teacher = make_cli_lm(argparse.Namespace(lm=args.teacher_lm)) if args.teacher_lm else None
-    reflection = make_cli_lm(argparse.Namespace(lm=args.reflection_lm)) if args.reflection_lm else None
+    teacher = cli_lm(args.teacher_lm) if args.teacher_lm else None
+    reflection = cli_lm(args.reflection_lm) if args.reflection_lm else None
     # The optimizers print their progress: stderr, so stdout holds the report (and --json parses).
     with (
         open_memory(args, programs=args.out if os.path.isdir(args.out) else None) as memory,

@@ -117,8 +117,7 @@ def optimize_from_feedback(
     )
     summary = measured.summary
     first = list(seeds)[0]
-    compiled_score = 100.0 * sum(measured.scores[first]) / len(held)
-    passes = compiled_score >= summary["baseline"]
+    passes = summary["runs"][0] >= summary["baseline"]  # runs are in seed order: the first is installed
     installed = passes or force
     path = Path(out) / WRITE_PROGRAMS[program][1]
     if installed:
@@ -132,8 +131,6 @@ def optimize_from_feedback(
         examples={"train": len(train), "dev": len(dev), "held_out": len(held)},
         records=len(records),
         skipped=dict(found.skipped),
-        in_use_score=summary["baseline"],
-        compiled_score=compiled_score,
         summary=summary,
         installed=installed,
         forced=force and not passes,
@@ -159,7 +156,7 @@ def optimize_from_feedback(
             "optimizer": optimizer,
             "seeds": list(seeds),
             "in_use": round(report.in_use_score, 3),
-            "compiled": round(compiled_score, 3),
+            "compiled": round(report.compiled_score, 3),
             "interval": [round(value, 3) for value in summary["interval"]],
             "installed": installed,
             "forced": report.forced,

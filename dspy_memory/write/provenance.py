@@ -43,9 +43,14 @@ class RunDraft:
     def rejected(self) -> list[Rejection]:
         return self.plan.rejected if self.plan is not None else []
 
+    @property
+    def planned(self) -> dict[int, str]:
+        """The action validation planned for each operation, by its index in the answer."""
+        return {p.index: p.action for p in self.plan.ops} if self.plan is not None else {}
+
     def ops(self, made: Made) -> list[RunOp]:
         """Every operation proposed, in order: as proposed, what it became, or why not."""
-        planned = {p.index: p.action for p in self.plan.ops} if self.plan is not None else {}
+        planned = self.planned
         refusals = self._refusals()
         found = []
         for index, op in enumerate(self.proposed):
@@ -66,12 +71,12 @@ class RunDraft:
 
     def deleted(self, made: Made) -> set[str]:
         """The memories this run erased."""
-        planned = {p.index: p.action for p in self.plan.ops} if self.plan is not None else {}
+        planned = self.planned
         return {made[index][0] for index, action in planned.items() if action == "DELETE" and index in made}
 
     def feedback(self, made: Made) -> list[NewFeedback]:
         """The feedback this run's operations carry (see the module docstring)."""
-        planned = {p.index: p.action for p in self.plan.ops} if self.plan is not None else {}
+        planned = self.planned
         deleted = self.deleted(made)
         drafts = []
         for index, rejections in self._refusals().items():

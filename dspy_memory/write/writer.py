@@ -64,7 +64,7 @@ class Writer:
     @property
     def program(self) -> Any:
         """The program of the configured mode ("auto": the one a cloud LM runs)."""
-        return self.lm_writer.programs.program_for(self.mode_for(None))
+        return self.program_for(self.mode_for(None))
 
     def program_for(self, mode: str) -> Any:
         """The write program of `mode` ("fused", "compact", "two_step") as loaded (compiled, if
