@@ -198,7 +198,15 @@ def deployment(
                     )
                 except InsufficientFeedbackError as exc:
                     compiles.append({"week": week, "error": str(exc)})
-    return {"seed": seed, "learn": learn, "weeks": weeks, "compiles": compiles, "said": dict(said)}
+    messages = [[case["id"] for case in week_cases] for week_cases in cases]
+    return {
+        "seed": seed,
+        "learn": learn,
+        "messages": messages,
+        "weeks": weeks,
+        "compiles": compiles,
+        "said": dict(said),
+    }
 
 
 PAIRS = (("learning", "static"), ("uncorrected", "static"), ("learning", "uncorrected"))

@@ -16,6 +16,9 @@ def test_the_twins_get_the_same_messages_and_differ_only_after_a_compile(tmp_pat
          "--plot", str(tmp_path / "loop.png")]
     )  # fmt: skip
     first, second = results["weeks"]
+    for seed in range(2):  # the same messages, week by week, in every twin; other seeds, others
+        assert len({str(results["runs"][arm][seed]["messages"]) for arm in ARMS}) == 1
+    assert results["runs"]["static"][0]["messages"] != results["runs"]["static"][1]["messages"]
     assert first["static"] == first["learning"] == first["uncorrected"]  # nothing compiled yet
     assert all(value is None for value in first["differences"].values())
     assert all(value is not None for value in second["differences"].values())
