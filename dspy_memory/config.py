@@ -233,6 +233,10 @@ class MemoryConfig(BaseModel):
     local_backend: Literal["auto", "numpy", "sentence-transformers"] | None = None
     embed_batch_size: int = Field(64, ge=1)
     embed_cache_size: int = Field(10_000, ge=0)
+    # Threads that run the awaitable API's calls (`await memory.aadd(...)`, docs/async.md): how
+    # many run at once. Each holds its thread while its LM answer is awaited on the event loop;
+    # the store serializes writes anyway, so more threads only queue there.
+    async_workers: int = Field(16, ge=1, le=256)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     write: WriteConfig = Field(default_factory=WriteConfig)
     lifecycle: LifecycleConfig = Field(default_factory=LifecycleConfig)

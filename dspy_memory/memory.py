@@ -3,25 +3,34 @@ and the store."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from typing_extensions import Unpack
 
 from dspy_memory.agent.profile import ProfileUpdate
-from dspy_memory.config import MemoryConfig
-from dspy_memory.errors import InvalidInputError
-from dspy_memory.governance.facade import GovernanceMethods
+from dspy_memory.config import LifecycleSettings, MemoryConfig
+from dspy_memory.errors import InvalidInputError, ScopeError
+from dspy_memory.governance.files import file_argument
 from dspy_memory.graph import MemoryGraph
-from dspy_memory.lifecycle.facade import LifecycleMethods
 from dspy_memory.parts import build_parts, config_with
 from dspy_memory.read.retrieval import Recipe
-from dspy_memory.reports import AuditReport, FeedbackOptimization
+from dspy_memory.reports import (
+    AuditEntry,
+    AuditReport,
+    AuditVerification,
+    BackupManifest,
+    FeedbackOptimization,
+    FileCheck,
+    MaintenanceReport,
+)
 from dspy_memory.scopes import OwnerArgs, ScopeArgs, ScopeRules
 from dspy_memory.store import TimeView
+from dspy_memory.store.audit_log import acting_as
 from dspy_memory.types import (
     FEEDBACK_SOURCES,
     FEEDBACK_VERDICTS,
@@ -36,15 +45,21 @@ from dspy_memory.types import (
     MemoryRecord,
     Scope,
 )
+from dspy_memory.util.aio import Workers, awaitable
 from dspy_memory.util.lm import lm_for, resolve_lm
 from dspy_memory.util.text import SINGLE_VALUED_PREDICATES, check_choice, check_count, check_id, valid_text
-from dspy_memory.util.timeutil import TimeLike
+from dspy_memory.util.timeutil import TimeLike, to_db
 from dspy_memory.write.inputs import MessagesInput
+
+if TYPE_CHECKING:
+    from dspy_memory.governance.exchange import ExportReport, ImportReport
+    from dspy_memory.governance.scoped import ScopedMemory
+    from dspy_memory.store.keys import KeyStore
 
 logger = logging.getLogger("dspy_memory")
 
 
-class Memory(LifecycleMethods, GovernanceMethods):
+class Memory:
     """Long-term memory in one SQLite file (docs/api.md).
 
     >>> memory = Memory("agent.db")                       # local MiniLM embedder
@@ -83,6 +98,8 @@ class Memory(LifecycleMethods, GovernanceMethods):
         self._lm, self._retriever = parts.lm, parts.retriever
         self._writer, self._background = parts.writer, parts.background
         self._maintainer = parts.maintainer
+        self.keys: KeyStore = self.store.keys  # the service's API keys (docs/server.md)
+        self.workers = Workers(config.async_workers, name="dspy-memory-async")
         if config.maintenance_every is not None:
             self._background.schedule(config.maintenance_every, self._scheduled_maintenance)
         self._scopes = ScopeRules(config.scope_mode)
@@ -414,6 +431,227 @@ class Memory(LifecycleMethods, GovernanceMethods):
             max_turn_chars=self.config.write.max_turn_chars,
         )
 
+    # -- lifecycle (docs/lifecycle.md) ---------------------------------------------------------
+
+    def maintain(
+        self, *, consolidate: bool = False, dry_run: bool = False, **owner: Unpack[OwnerArgs]
+    ) -> MaintenanceReport:
+        """Apply the forgetting curve to a scope (or all_scopes=True): archive memories whose
+        retention fell below the scope's threshold (DECAY events; `restore()` brings one back),
+        or summarize them with the LM (strategy "summarize"); bring back archived memories that
+        were recalled. consolidate=True: the LM also merges near-duplicates. Pinned memories,
+        profiles and core blocks never decay. Running it twice changes nothing the second time."""
+        self._first_use()
+        if not owner.get("all_scopes") and all(
+            owner.get(key) is None for key in ("user_id", "agent_id", "run_id")
+        ):
+            raise ScopeError(
+                "maintain() needs a scope: pass user_id= (agent_id=, run_id=) or all_scopes=True"
+            )
+        if not self.config.track_access:
+            # evals/lifecycle.py: without recall counts, maintenance archives the facts in use.
+            logger.warning(
+                "maintain() on a Memory with track_access=False: recalls made through it are not counted, "
+                "so memories in use may be archived"
+            )
+        where = self._scopes.owner("maintain", dict(owner))
+        lm = self._lm_for(True) if consolidate else self._lm_for(None)
+        return self._maintainer.run(where, lm=lm, consolidate=consolidate, dry_run=dry_run)
+
+    def restore(self, memory_id: str, **owner: Unpack[OwnerArgs]) -> MemoryRecord:
+        """Make an archived memory active again (a RESTORE event); it counts as a recall. Archiving
+        it was a mistake: a "restore" feedback record keeps that (docs/feedback.md)."""
+        memory_id, where = self._owned("restore", memory_id, owner)
+        record, _ = self.store.restore(memory_id, scope=where, actor="user", feedback=True)
+        return self._retriever.with_retention(record)
+
+    def pin(self, memory_id: str, pinned: bool = True, **owner: Unpack[OwnerArgs]) -> MemoryRecord:
+        """Pin a memory so it never decays (pinned=False: unpin); an archived one is restored."""
+        memory_id, where = self._owned("pin", memory_id, owner)
+        if not isinstance(pinned, bool):
+            raise InvalidInputError(f"pinned must be True or False, not {type(pinned).__name__}")
+        return self._retriever.with_retention(self.store.set_pinned(memory_id, scope=where, pinned=pinned))
+
+    def lifecycle_settings(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        reset: bool = False,
+        **settings: Any,
+    ) -> LifecycleSettings:
+        """The compaction settings of a scope (thresholds of age, recalls and importance;
+        strategy "archive" or "summarize"), stored in the file when given, e.g.
+        `lifecycle_settings(user_id="ada", min_age_days=90, strategy="summarize")`; reset=True
+        forgets the stored ones first. `maintain()` follows them; see LifecycleSettings."""
+        where = self._scope(
+            "lifecycle_settings", dict(user_id=user_id, agent_id=agent_id, run_id=run_id), exact=True
+        )
+        if settings or reset:
+            return self._maintainer.save_settings(where, settings, reset=reset)
+        return self._maintainer.settings_for((where.user_id, where.agent_id, where.run_id))
+
+    def maintenance_reports(self) -> list[MaintenanceReport]:
+        """The reports of the scheduled maintenance runs so far (`maintenance_every`), oldest
+        first (the last 100)."""
+        return list(self._background.periodic_results)
+
+    # -- agents (docs/governance.md#least-privilege-for-agents) ----------------------------------
+
+    def tools(
+        self,
+        *,
+        allow: Sequence[str] | None = None,
+        allow_forget: bool = False,
+        allow_feedback: bool = False,
+        **scope: Unpack[ScopeArgs],
+    ) -> list[Any]:
+        """Tools for `dspy.ReAct` bound to this scope, none of which can destroy data: recall,
+        remember, revise, memory_history, core_memory_append, core_memory_replace (revise and
+        the block edits keep every earlier version). `forget` (a hard delete) only with
+        allow_forget=True; `memory_feedback` (the agent's verdicts kept as feedback the write
+        program learns from, docs/feedback.md) only with allow_feedback=True; `allow` picks some, e.g.
+        `dspy.ReAct("question -> answer", tools=memory.tools(user_id="ada"))`. The scope is exact
+        in every mode: tools(agent_id="x") reaches only agent x's memories stored without a user.
+        Each tool's `acall` runs it off the event loop (docs/async.md)."""
+        from dspy_memory.agent.tools import make_tools
+
+        where = self._scope("tools", scope, exact=True)
+        self.store.check_open()  # tools made now would fail later, in the middle of an agent run
+        return make_tools(self, where, allow, allow_forget=allow_forget, allow_feedback=allow_feedback)
+
+    def scoped(self, **scope: Unpack[ScopeArgs]) -> ScopedMemory:
+        """This memory seen through one scope, for application code: `ada = memory.scoped(
+        user_id="ada")`, then `ada.add(...)`, `ada.search(...)`, `ada.get(id)`: every call passes
+        the scope, and one that names another user or agent (or all_scopes) is refused."""
+        from dspy_memory.governance.scoped import ScopedMemory
+
+        return ScopedMemory(self, **scope)
+
+    # -- backups and restore (docs/governance.md#backups-and-restore) ---------------------------
+
+    def backup(self, dest: str | os.PathLike[str], *, overwrite: bool = False) -> BackupManifest:
+        """Back up this SQLite file to `dest` while other processes go on writing: the keyword
+        index optimized, `VACUUM INTO` (one snapshot, live rows only: nothing erased comes
+        along), the copy verified (integrity, indexes agree with rows, schema version), and
+        `<dest>.manifest.json` written next to it. An encrypted file's backup is encrypted with
+        the same key. Returns the manifest. Refuses an existing `dest` unless overwrite=True."""
+        from dspy_memory.governance.backup import backup
+
+        if not isinstance(overwrite, bool):
+            raise InvalidInputError(f"overwrite must be True or False, not {type(overwrite).__name__}")
+        self.store.check_open()
+        return backup(self.store, dest, overwrite=overwrite, encryption_key=self._encryption_key())
+
+    @staticmethod
+    def restore_backup(
+        src: str | os.PathLike[str], path: str | os.PathLike[str], *, encryption_key: Any = None
+    ) -> FileCheck:
+        """Put the backup `src` in place of the memory file `path` (named apart from
+        `restore(memory_id)`, which brings back an archived memory): `src` is verified (with its
+        manifest), copied next to `path`, the copy verified, then swapped in atomically. `path`
+        is untouched when any step fails. Close every Memory on `path` first (refused while it
+        is open). `encryption_key`: the backup's (default $DSPY_MEMORY_ENCRYPTION_KEY)."""
+        from dspy_memory.governance.backup import restore
+        from dspy_memory.store.sqlite.cipher import given_key
+
+        return restore(src, path, encryption_key=given_key(encryption_key))
+
+    def _encryption_key(self) -> Any:
+        if not getattr(self.store.backend, "encrypted", False):
+            return None
+        from dspy_memory.store.sqlite.cipher import given_key
+
+        return given_key(self.config.encryption_key)
+
+    # -- the audit log (docs/governance.md#the-audit-log) ---------------------------------------
+
+    def acting_as(self, actor: str, *, request_id: str | None = None) -> acting_as:
+        """`with memory.acting_as("support-bot", request_id="req-17"): ...`: changes made inside
+        (in this thread or asyncio task, awaitable calls included) are logged as done by `actor`
+        for `request_id`."""
+        if not isinstance(actor, str):
+            raise InvalidInputError(f"actor must be a string, not {type(actor).__name__}")
+        return acting_as(actor, request_id=request_id)
+
+    def audit(
+        self,
+        *,
+        operation: str | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
+        limit: int = 100,
+        **scope: Unpack[ScopeArgs],
+    ) -> list[AuditEntry]:
+        """Audit log entries, newest first: of one `operation`, between `since` and `until`, of a
+        scope (`memory.audit(user_id="ada")` matches the salted hash of "ada": the log holds no
+        ids of a scope). Erasure receipts stay after `delete_scope`."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
+        if operation is not None and not isinstance(operation, str):
+            raise InvalidInputError(f"operation must be a string, not {type(operation).__name__}")
+        where = self._scope("audit", scope, exact=True) if scope else None
+        return self.store.audit_log.entries(
+            scope=where, operation=operation, since=to_db(since), until=to_db(until), limit=limit
+        )
+
+    def verify_audit(self) -> AuditVerification:
+        """Check the audit log's hash chain: `ok`, or the entries that were changed, removed or
+        reordered, first one first."""
+        from dspy_memory.governance.audit import verify_chain
+
+        self.store.check_open()
+        return verify_chain(self.store.audit_log)
+
+    # -- export and import (docs/governance.md#export-and-import) --------------------------------
+
+    def export(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        include_embeddings: bool = False,
+        all_scopes: bool = False,
+        **scope: Unpack[ScopeArgs],
+    ) -> ExportReport:
+        """Write everything of a scope (read as `search` reads it: `export("ada.jsonl.gz",
+        user_id="ada")`), or of the whole store with all_scopes=True, to a JSONL file (gzipped
+        when the name ends in .gz): every memory version with both time axes, its sources,
+        episodes, entities, events, links, blocks with their versions (profiles too), lifecycle
+        settings, write runs, feedback and, with include_embeddings=True, the vectors. Returns
+        an ExportReport (path, records per type, sha256 of the records)."""
+        from dspy_memory.governance.exchange import export_scope
+
+        if not isinstance(include_embeddings, bool):
+            raise InvalidInputError(
+                f"include_embeddings must be True or False, not {type(include_embeddings).__name__}"
+            )
+        where = self._scopes.read_or_all("export", dict(scope), all_scopes)
+        self._first_use()
+        self.store.check_open()
+        return export_scope(self.store, file_argument(path, "path"), where, embeddings=include_embeddings)
+
+    def import_(self, path: str | os.PathLike[str], *, reembed: str = "auto") -> ImportReport:
+        """Import an export file into this store, keeping ids, versions and timestamps, into the
+        scopes recorded in it. The whole file is checked first (header, format version, trailer
+        checksum, every record); then what the store lacks is written in one transaction, so a
+        failure leaves nothing behind; importing again changes nothing. A row held here with the
+        same id but other content is refused (ImportConflictError). reembed: "auto" computes
+        vectors with this store's embedder when the file has none or another embedder's, "always",
+        or "never" (refuses when they would be needed). With MemoryConfig.redact the file's text
+        is redacted as any add's. Returns an ImportReport (new and already present records per type)."""
+        from dspy_memory.governance.exchange import REEMBED, import_file
+
+        if reembed not in REEMBED:
+            raise InvalidInputError(f"reembed must be one of {', '.join(REEMBED)}, not {reembed!r}")
+        self._first_use()
+        self.store.check_open()
+        return import_file(
+            self.store, self.embedder, file_argument(path, "path"), reembed=reembed, redact=self._writer.redact
+        )
+
+    # -- the file ------------------------------------------------------------------------------
+
     def check(self) -> AuditReport:
         """Check the file against the invariants: SQLite's integrity check, indexes that agree
         with the rows, no processed input without a memory, one current fact per single-valued
@@ -430,24 +668,79 @@ class Memory(LifecycleMethods, GovernanceMethods):
         stats = self.store.stats()
         return {**stats, "writes": self.store.runs.totals(), "lifecycle": self._maintainer.overview()}
 
+    # -- the awaitable API (docs/async.md) -------------------------------------------------------
+    # Each is its sync method run by `self.workers`: off the event loop, its LM calls awaited on
+    # the loop through DSPy's async path. One implementation per behaviour; the surface test
+    # (tests/test_async.py) checks every public method has its awaitable form or a reason not to.
+
+    aadd = awaitable(add)
+    alog = awaitable(log)
+    aresume = awaitable(resume)
+    areprocess = awaitable(reprocess)
+    aflush = awaitable(flush)
+    aupdate = awaitable(update)
+    adelete = awaitable(delete)
+    adelete_scope = awaitable(delete_scope)
+    asearch = awaitable(search)
+    aget = awaitable(get)
+    aget_all = awaitable(get_all)
+    ahistory = awaitable(history)
+    atimeline = awaitable(timeline)
+    agraph = awaitable(graph)
+    acontext = awaitable(context)
+    aanswer = awaitable(answer)
+    aprofile = awaitable(profile)
+    aupdate_profile = awaitable(update_profile)
+    afeedback = awaitable(feedback)
+    afeedback_records = awaitable(feedback_records)
+    aget_feedback = awaitable(get_feedback)
+    alearn_from_feedback = awaitable(learn_from_feedback)
+    amaintain = awaitable(maintain)
+    arestore = awaitable(restore)
+    apin = awaitable(pin)
+    alifecycle_settings = awaitable(lifecycle_settings)
+    abackup = awaitable(backup)
+    aaudit = awaitable(audit)
+    averify_audit = awaitable(verify_audit)
+    aexport = awaitable(export)
+    aimport_ = awaitable(import_)
+    acheck = awaitable(check)
+    astats = awaitable(stats)
+
+    async def aclose(self) -> None:
+        """Awaitable `close()`: waits for the awaitable calls running and the background adds in
+        a thread of its own (not a worker: closing waits for the workers)."""
+        await asyncio.to_thread(self.close)
+
+    async def __aenter__(self) -> Memory:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     # -- plumbing ------------------------------------------------------------------------------
 
-    def _scope(self, method: str, args: dict[str, Any], *, exact: bool = False) -> Scope:
+    def _scope(self, method: str, args: Mapping[str, Any], *, exact: bool = False) -> Scope:
         """The scope a call names: as written (`exact`, for writes) or as reads take it. Every
         public call passes through here or `_owned`: the first use that resumes episodes."""
         self._first_use()
-        return self._scopes.exact(method, args) if exact else self._scopes.read(method, args)
+        return self._scopes.exact(method, dict(args)) if exact else self._scopes.read(method, dict(args))
 
-    def _owned(self, method: str, memory_id: Any, args: dict[str, Any]) -> tuple[str, Scope | None]:
+    def _owned(self, method: str, memory_id: Any, args: Mapping[str, Any]) -> tuple[str, Scope | None]:
         """(the full id, the scope a by-id call must match, None for any)."""
         self._first_use()
-        return self._scopes.owned(method, memory_id, args, self.store)
+        return self._scopes.owned(method, memory_id, dict(args), self.store)
 
     def _first_use(self) -> None:
         if self._resume_due:
             with self._resume_lock:  # once, even when the first calls come from several threads
                 if self._resume_due:
                     self.resume()
+
+    def _scheduled_maintenance(self) -> MaintenanceReport:
+        report = self._maintainer.run(None, lm=self._lm_for(None))
+        logger.info("scheduled maintenance: %s", report.model_dump(exclude={"refused"}))
+        return report
 
     def _lm_for(self, infer: bool | None) -> Any:
         return lm_for(self._lm, infer)
@@ -456,6 +749,7 @@ class Memory(LifecycleMethods, GovernanceMethods):
         """Process queued background adds, then close the file. Closing twice is harmless."""
         if self.store.closed:
             return
+        self.workers.close()
         self._background.close()
         self._retriever.close()
         self._writer.claims.release()

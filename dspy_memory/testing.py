@@ -20,9 +20,11 @@ LM looks its prompt up there. A change in how DSPy renders prompts cannot break 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -172,9 +174,14 @@ class ScriptedEngine:
 
     responder: Responder
     calls: list[LMCall] = field(default_factory=list)
+    delay_s: float = 0.0  # how long each answer takes, as a remote model's would
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def complete(self, request: Any) -> Any:
+        time.sleep(self.delay_s)
+        return self.answer(request)
+
+    def answer(self, request: Any) -> Any:
         messages = [{"role": "system", "content": request.system}] if isinstance(request.system, str) else []
         messages += [{"role": message.role, "content": message.text or ""} for message in request.messages]
         call = call_for(messages)
@@ -203,13 +210,15 @@ class _AsyncScriptedEngine:
     engine: ScriptedEngine
 
     async def complete(self, request: Any) -> Any:
-        return self.engine.complete(request)
+        await asyncio.sleep(self.engine.delay_s)  # waits as a remote model's answer would: off the loop
+        return self.engine.answer(request)
 
 
-def scripted_lm(responder: Responder, *, model: str = "scripted/lm") -> Any:
-    """A `dspy.LM` answering with `responder`; `lm.engine.calls` lists the calls it received."""
+def scripted_lm(responder: Responder, *, model: str = "scripted/lm", delay_s: float = 0.0) -> Any:
+    """A `dspy.LM` answering with `responder`; `lm.engine.calls` lists the calls it received.
+    Each answer takes `delay_s` seconds: slept in a sync call, awaited in an async one."""
     watch_adapters()
-    engine = ScriptedEngine(responder)
+    engine = ScriptedEngine(responder, delay_s=delay_s)
     return dspy.LM(model, engine=engine, async_engine=_AsyncScriptedEngine(engine), cache=False)
 
 

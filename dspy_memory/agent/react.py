@@ -141,7 +141,10 @@ class MemoryReAct(dspy.Module):
         return prediction
 
     async def aforward(self, **inputs: Any) -> dspy.Prediction:
+        """`forward` for `await agent.acall(...)`: memory is read and the run logged by the
+        memory's workers (docs/async.md), the tools' `acall`s run off the loop as well."""
         task = self._task(inputs)
-        prediction = await self.react.acall(memory_context=self.memory_context(task), **inputs)
-        self._log(task, prediction)
+        context = await self.memory.workers.run(self.memory_context, task)
+        prediction = await self.react.acall(memory_context=context, **inputs)
+        await self.memory.workers.run(self._log, task, prediction)
         return prediction

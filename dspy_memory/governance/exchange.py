@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,10 @@ from dspy_memory.store.exchange_import import import_rows
 from dspy_memory.types import Scope
 from dspy_memory.util.text import content_hash, normalize_name
 from dspy_memory.util.timeutil import now_db
+
+if TYPE_CHECKING:
+    from dspy_memory.embed import Embedder
+    from dspy_memory.store import Store
 
 REEMBED = ("auto", "always", "never")
 
@@ -58,11 +62,11 @@ class ImportReport:
 
 
 def export_scope(
-    memory: Any, path: str | os.PathLike[str], scope: Scope | None, *, embeddings: bool
+    store: Store, path: str | os.PathLike[str], scope: Scope | None, *, embeddings: bool
 ) -> ExportReport:
-    """Write the records of `scope` (None: every scope) to `path`."""
-    found, schema_version = sql.read_scope(memory.store, scope, embeddings=embeddings)
-    embedder = memory.store.embedder_info()
+    """Write the records of `scope` (None: every scope) of `store` to `path`."""
+    found, schema_version = sql.read_scope(store, scope, embeddings=embeddings)
+    embedder = store.embedder_info()
     header = {
         "format": fmt.FORMAT,
         "format_version": fmt.FORMAT_VERSION,
@@ -76,7 +80,7 @@ def export_scope(
     records = (fmt.to_record(kind, row) for kind in fmt.RECORD_TYPES for row in found.get(kind, []))
     written = fmt.write(path, header, records)
     # A receipt holds no content and no file name (it may name the person): counts and hashes.
-    memory.store.audit_log.receipt(
+    store.audit_log.receipt(
         "export",
         scope=scope,
         counts=written.counts,
@@ -86,7 +90,12 @@ def export_scope(
 
 
 def import_file(
-    memory: Any, path: str | os.PathLike[str], *, reembed: str = "auto", redact: Redactor = NO_REDACTION
+    store: Store,
+    embedder: Embedder,
+    path: str | os.PathLike[str],
+    *,
+    reembed: str = "auto",
+    redact: Redactor = NO_REDACTION,
 ) -> ImportReport:
     """Check the file whole, then write what the store lacks in one transaction. With `redact`
     (the store's MemoryConfig.redact) secrets in the file's text are replaced as on any add."""
@@ -97,9 +106,9 @@ def import_file(
     redacted = _redact(records, redact)
     rows = {kind: [fmt.to_row(record) for record in found] for kind, found in records.items()}
     keys = [(row["id"], row["version"]) for row in rows["memory"]]
-    held = sql.held_memory_versions(memory.store, keys)
+    held = sql.held_memory_versions(store, keys)
     wanted = [key for key in keys if key not in held]
-    name, dim = memory.embedder.name, memory.embedder.dim
+    name, dim = embedder.name, embedder.dim
     from_file = {(row["memory_id"], row["version"]): row["embedding"] for row in rows.pop("vector")}
     odd = [
         key
@@ -131,15 +140,15 @@ def import_file(
         )
     by_key = {row_key(row): row["content"] for row in rows["memory"]}
     texts = sorted({by_key[key] for key in compute})
-    embedded = dict(zip(texts, memory.embedder.embed(texts))) if texts else {}
+    embedded = dict(zip(texts, embedder.embed(texts))) if texts else {}
     computed = set(compute)
     vectors: dict[tuple[str, int], np.ndarray] = {
         key: embedded[by_key[key]] if key in computed else from_file[key] for key in wanted
     }
     reembedded = len(compute)
-    with memory.store.transaction():  # the receipt commits with the rows, or neither
-        counts = import_rows(memory.store, rows, vectors)
-        memory.store.audit_log.receipt(
+    with store.transaction():  # the receipt commits with the rows, or neither
+        counts = import_rows(store, rows, vectors)
+        store.audit_log.receipt(
             "import",
             scope=None if header.scope is None else Scope.of(**header.scope),
             counts={kind: new for kind, (new, _) in counts.items() if new},

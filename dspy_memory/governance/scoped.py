@@ -85,6 +85,26 @@ class ScopedBlocks(_Bound):
     delete = _through(CoreMemory.delete)
 
 
+# Memory's public methods a scoped handle does not have, and why (an awaitable form `a<name>`
+# goes with its method). tests/test_async.py fails when a public method is in neither place: a
+# handle that silently lacks a method is a hole in the scope wall.
+NOT_SCOPED = {
+    "resume": "file-wide: processes what every scope left unfinished",
+    "reprocess": "file-wide: processes every scope's failed and pending episodes",
+    "flush": "file-wide: waits for every scope's background adds",
+    "check": "file-wide: checks the whole file against the invariants",
+    "stats": "file-wide: counts over every scope",
+    "close": "closes the Memory every handle shares",
+    "maintenance_reports": "file-wide: the scheduled maintenance runs over every scope",
+    "backup": "the whole file",
+    "restore_backup": "replaces the whole file",
+    "verify_audit": "the audit chain of the whole file",
+    "import_": "writes into the scopes recorded in the file, whichever they are",
+    "acting_as": "names who acts, not a scope: use memory.acting_as",
+    "scoped": "the handle's own `scoped` narrows it (defined here, not forwarded)",
+}
+
+
 class ScopedMemory(_Bound):
     """A Memory bound to one scope; made by `memory.scoped(user_id=..., agent_id=..., run_id=...)`.
 
@@ -126,9 +146,37 @@ class ScopedMemory(_Bound):
     tools = _through(Memory.tools)
     maintain = _through(Memory.maintain)
     pin = _through(Memory.pin)
+    restore = _through(Memory.restore)
+    lifecycle_settings = _through(Memory.lifecycle_settings)
     # governance: the scope's records (a GDPR access request) and its audit entries
     export = _through(Memory.export)
     audit = _through(Memory.audit)
+    # the awaitable forms (docs/async.md)
+    aadd = _through(Memory.aadd)
+    alog = _through(Memory.alog)
+    aupdate = _through(Memory.aupdate)
+    adelete = _through(Memory.adelete)
+    adelete_scope = _through(Memory.adelete_scope)
+    aupdate_profile = _through(Memory.aupdate_profile)
+    asearch = _through(Memory.asearch)
+    aget = _through(Memory.aget)
+    aget_all = _through(Memory.aget_all)
+    ahistory = _through(Memory.ahistory)
+    atimeline = _through(Memory.atimeline)
+    agraph = _through(Memory.agraph)
+    acontext = _through(Memory.acontext)
+    aanswer = _through(Memory.aanswer)
+    aprofile = _through(Memory.aprofile)
+    afeedback = _through(Memory.afeedback)
+    afeedback_records = _through(Memory.afeedback_records)
+    aget_feedback = _through(Memory.aget_feedback)
+    alearn_from_feedback = _through(Memory.alearn_from_feedback)
+    amaintain = _through(Memory.amaintain)
+    apin = _through(Memory.apin)
+    arestore = _through(Memory.arestore)
+    alifecycle_settings = _through(Memory.alifecycle_settings)
+    aexport = _through(Memory.aexport)
+    aaudit = _through(Memory.aaudit)
 
     def scoped(self, **scope: Unpack[ScopeArgs]) -> ScopedMemory:
         """A narrower handle (e.g. one agent_id of this user); refused if it would reach further."""

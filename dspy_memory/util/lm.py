@@ -13,6 +13,7 @@ from typing import Any
 
 from dspy_memory.errors import LMUnavailableError, WriteProgramError
 from dspy_memory.types import LMUsage
+from dspy_memory.util.aio import on_caller_loop
 
 
 def resolve_lm(lm: Any) -> Any:
@@ -114,7 +115,10 @@ def run_program(
         # a key without the API base, and a rollout id changes nothing at temperature 0, so a
         # cached bad answer would be served to every retry and every later reprocess().
         config = {"rollout_id": attempt, "cache": False} if attempt else {}
-        with dspy.context(lm=lm.copy(**config) if config else lm, adapter=adapter):
+        # Inside an awaitable call (`await memory.aadd(...)`) the requests go to the caller's
+        # event loop through DSPy's async path; otherwise this is `lm` itself.
+        attempt_lm = on_caller_loop(lm.copy(**config) if config else lm)
+        with dspy.context(lm=attempt_lm, adapter=adapter):
             with dspy.track_usage() as tracker:
                 try:
                     prediction = _call_with_deadline(program, inputs, timeout_s)
