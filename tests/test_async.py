@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import dspy
@@ -21,6 +23,7 @@ from dspy_memory.errors import InvalidInputError, MemoryClosedError
 from dspy_memory.governance.scoped import NOT_SCOPED, ScopedMemory
 from dspy_memory.testing import oracle_responder, scripted_agent_lm, scripted_lm
 
+ROOT = Path(__file__).resolve().parent.parent
 LM_SECONDS = 0.5
 USERS = ("ada", "bob", "cy")
 FACTS = {
@@ -249,3 +252,20 @@ def test_react_acall_with_memory_tools_runs_three_users_together_without_stallin
         assert stall < 0.100, stall
         for user in USERS:
             assert f"{user} lives in Oslo" in [m.content for m in memory.get_all(user_id=user)]
+
+
+def test_every_public_method_is_in_the_api_page():
+    page = (ROOT / "docs" / "api.md").read_text()
+    sync = {name for name in _public_methods(Memory) if not inspect.iscoroutinefunction(getattr(Memory, name))}
+    undocumented = sorted(name for name in sync if f"`{name}(" not in page)
+    assert undocumented == [], f"docs/api.md does not document {undocumented}"
+    for name in NOT_AWAITABLE:
+        assert f"`{name}(" in page
+
+
+def test_the_async_page_snippet_runs(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    page = (ROOT / "docs" / "async.md").read_text()
+    [snippet] = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    exec(compile(snippet, "docs/async.md", "exec"), {"__name__": "snippet"})
+    assert capsys.readouterr().out.strip() == "I moved to Denver last month."
