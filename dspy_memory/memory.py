@@ -57,6 +57,9 @@ if TYPE_CHECKING:
     from dspy_memory.store.keys import KeyStore
 
 logger = logging.getLogger("dspy_memory")
+# The most rows one call may ask for (a bigger `limit` is a mistake, and past 2**63 SQLite cannot
+# even bind it).
+MAX_LIMIT = 1_000_000
 
 
 class Memory:
@@ -101,7 +104,8 @@ class Memory:
         self.keys: KeyStore = self.store.keys  # the service's API keys (docs/server.md)
         self.workers = Workers(config.async_workers, name="dspy-memory-async")
         if config.maintenance_every is not None:
-            self._background.schedule(config.maintenance_every, self._scheduled_maintenance)
+            # MemoryConfig turned "12h" into seconds.
+            self._background.schedule(float(config.maintenance_every), self._scheduled_maintenance)
         self._scopes = ScopeRules(config.scope_mode)
         # Unfinished episodes of an earlier process are resumed on first use (see `resume`),
         # never while constructing: that may call an LM.
@@ -157,6 +161,7 @@ class Memory:
     def reprocess(self, *, limit: int = 1000) -> list[AddResult]:
         """Process failed and pending episodes again now (after an LM or embedder outage), one
         batch per scope; returns what each batch did."""
+        check_count(limit, "limit", low=1, high=MAX_LIMIT)
         self._first_use()
         self._background.flush()
         return self._writer.reprocess(resolve_lm(self._lm), limit=limit)
@@ -198,13 +203,17 @@ class Memory:
         kinds: Sequence[str] | None = None,
         filters: dict[str, Any] | None = None,
         include_archived: bool = False,
+        exact: bool = False,
         **scope: Unpack[ScopeArgs],
     ) -> list[Hit]:
         """The `k` memories most relevant to `query`, best first: what is true now, or what was
         true at world time `as_of`, as believed at system time `known_at`. Recipes: "hybrid"
-        (default), "dense", "keyword", "graph". agent_id and run_id left out match any.
+        (default), "dense", "keyword", "graph". agent_id and run_id left out match any;
+        exact=True reads the scope as written, as the agent tools do (left out: stored without).
         Memories archived by `maintain()` are found only with include_archived=True."""
-        where = self._scope("search", scope)
+        if not isinstance(exact, bool):
+            raise InvalidInputError(f"exact must be True or False, not {type(exact).__name__}")
+        where = self._scope("search", scope, exact=exact)
         options = dict(k=k, recipe=recipe, kinds=kinds, filters=filters, include_archived=include_archived)
         return self._retriever.search_at(query, where, as_of=as_of, known_at=known_at, **options)
 
@@ -235,11 +244,16 @@ class Memory:
         **scope: Unpack[ScopeArgs],
     ) -> list[MemoryRecord]:
         """Memories of a scope, newest first, with the same filters as `search`."""
-        where, view = self._scope("get_all", scope), dict(as_of=as_of, known_at=known_at)
-        options = dict(
-            kinds=kinds, filters=filters, limit=limit, offset=offset, include_archived=include_archived
+        return self._retriever.list(
+            self._scope("get_all", scope),
+            kinds=kinds,
+            filters=filters,
+            as_of=as_of,
+            known_at=known_at,
+            limit=limit,
+            offset=offset,
+            include_archived=include_archived,
         )
-        return self._retriever.list(where, **options, **view)
 
     def history(self, memory_id: str, **owner: Unpack[OwnerArgs]) -> list[Event]:
         """How a memory changed: its ADD, UPDATE, INVALIDATE, ... events, oldest first."""
@@ -319,9 +333,16 @@ class Memory:
         from dspy_memory.read.answer import answer_question
 
         where, lm = self._scope("answer", scope), self._lm_for(True)
-        options = dict(budget_tokens=budget_tokens, as_of=as_of, rewrite=rewrite, today=today)
         return answer_question(
-            self._retriever, question, where, lm=lm, programs=self._reading_programs, **options
+            self._retriever,
+            question,
+            where,
+            lm=lm,
+            programs=self._reading_programs,
+            budget_tokens=budget_tokens,
+            as_of=as_of,
+            rewrite=rewrite,
+            today=today,
         )
 
     def profile(self, **scope: Unpack[ScopeArgs]) -> Any:
@@ -372,8 +393,7 @@ class Memory:
         check_count(offset, "offset", low=0)
         where = self._scopes.read_or_all("feedback_records", scope, all_scopes)
         self._first_use()
-        options = dict(source=source, memory_id=memory_id, limit=limit, offset=offset)
-        return self.store.feedback.list(where, **options)
+        return self.store.feedback.list(where, source=source, memory_id=memory_id, limit=limit, offset=offset)
 
     def get_feedback(self, feedback_id: str, **owner: Unpack[OwnerArgs]) -> FeedbackRecord | None:
         """One feedback record by id, if it belongs to the scope given (or all_scopes=True)."""
@@ -424,7 +444,7 @@ class Memory:
             optimizer=optimizer,
             seeds=list(seeds),
             held_out=held_out,
-            out=out,
+            out=os.fspath(out),
             in_use=in_use,
             force=force,
             share_across_users=share_across_users,
@@ -454,7 +474,7 @@ class Memory:
                 "maintain() on a Memory with track_access=False: recalls made through it are not counted, "
                 "so memories in use may be archived"
             )
-        where = self._scopes.owner("maintain", dict(owner))
+        where = self._scopes.owner("maintain", owner)
         lm = self._lm_for(True) if consolidate else self._lm_for(None)
         return self._maintainer.run(where, lm=lm, consolidate=consolidate, dry_run=dry_run)
 
@@ -626,7 +646,7 @@ class Memory:
             raise InvalidInputError(
                 f"include_embeddings must be True or False, not {type(include_embeddings).__name__}"
             )
-        where = self._scopes.read_or_all("export", dict(scope), all_scopes)
+        where = self._scopes.read_or_all("export", scope, all_scopes)
         self._first_use()
         self.store.check_open()
         return export_scope(self.store, file_argument(path, "path"), where, embeddings=include_embeddings)
@@ -658,7 +678,7 @@ class Memory:
         slot (lives_in, ...), nothing invalidated or processed twice. `report.ok` sums it up."""
         self._first_use()
         self._retriever.flush()
-        return self.store.audit(single_valued=SINGLE_VALUED_PREDICATES)
+        return self.store.audit(single_valued=sorted(SINGLE_VALUED_PREDICATES))
 
     def stats(self) -> dict[str, Any]:
         """Row counts, the embedder, what the write program has cost so far, and the lifecycle:
@@ -724,12 +744,12 @@ class Memory:
         """The scope a call names: as written (`exact`, for writes) or as reads take it. Every
         public call passes through here or `_owned`: the first use that resumes episodes."""
         self._first_use()
-        return self._scopes.exact(method, dict(args)) if exact else self._scopes.read(method, dict(args))
+        return self._scopes.exact(method, args) if exact else self._scopes.read(method, args)
 
     def _owned(self, method: str, memory_id: Any, args: Mapping[str, Any]) -> tuple[str, Scope | None]:
         """(the full id, the scope a by-id call must match, None for any)."""
         self._first_use()
-        return self._scopes.owned(method, memory_id, dict(args), self.store)
+        return self._scopes.owned(method, memory_id, args, self.store)
 
     def _first_use(self) -> None:
         if self._resume_due:

@@ -65,8 +65,9 @@ class MemoryReAct(dspy.Module):
             ),
             type_=str,
         )
-        opt_in = dict(allow_forget=allow_forget, allow_feedback=allow_feedback)
-        memory_tools = memory.tools(**self.scope.model_dump(), allow=allow, **opt_in)
+        memory_tools = memory.tools(
+            **self.scope.model_dump(), allow=allow, allow_forget=allow_forget, allow_feedback=allow_feedback
+        )
         self.react = dspy.ReAct(with_memory, tools=[*tools, *memory_tools], max_iters=max_iters)
 
     # -- before and after ------------------------------------------------------------------------
@@ -99,7 +100,8 @@ class MemoryReAct(dspy.Module):
             return
         ids = self.scope.model_dump()
         trajectory = prediction.get("trajectory", {}) or {}
-        steps, memory_steps = [], []
+        steps: list[dict[str, Any]] = []
+        memory_steps: list[dict[str, Any]] = []
         index = 0
         while f"tool_name_{index}" in trajectory:
             name = str(trajectory[f"tool_name_{index}"])

@@ -150,7 +150,7 @@ def import_file(
         counts = import_rows(store, rows, vectors)
         store.audit_log.receipt(
             "import",
-            scope=None if header.scope is None else Scope.of(**header.scope),
+            scope=None if header.scope is None else Scope.model_validate(header.scope),
             counts={kind: new for kind, (new, _) in counts.items() if new},
             details={
                 "format_version": header.format_version,

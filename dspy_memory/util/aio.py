@@ -153,10 +153,14 @@ def on_caller_loop(lm: Any) -> Any:
     return bridged
 
 
-@functools.cache
+_ON_LOOP_CLASSES: dict[type[Any], type[Any]] = {}
+
+
 def _awaited_on_loop(lm_class: type[Any]) -> type[Any]:
     """A subclass of `lm_class` whose calls are its `acall`, awaited on the caller's loop. Made
     once per class: the copy keeps every attribute, type check and setting of the original."""
+    if lm_class in _ON_LOOP_CLASSES:
+        return _ON_LOOP_CLASSES[lm_class]
 
     def __call__(self: Any, prompt: Any = None, **kwargs: Any) -> Any:
         loop = caller_loop()
@@ -164,4 +168,5 @@ def _awaited_on_loop(lm_class: type[Any]) -> type[Any]:
             return lm_class.__call__(self, prompt, **kwargs)
         return wait_on_loop(loop, lambda: lm_class.acall(self, prompt, **kwargs))
 
-    return type(lm_class.__name__, (lm_class,), {"__call__": __call__, "__module__": lm_class.__module__})
+    made = type(lm_class.__name__, (lm_class,), {"__call__": __call__, "__module__": lm_class.__module__})
+    return _ON_LOOP_CLASSES.setdefault(lm_class, made)  # two threads may race: one class wins
