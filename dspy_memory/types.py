@@ -104,6 +104,10 @@ class Episode(BaseModel):
         return Scope.of(self.user_id, self.agent_id, self.run_id)
 
 
+# Below this confidence a memory is shown marked as such (in context, to the agent tools).
+LOW_CONFIDENCE = 0.7
+
+
 class MemoryRecord(BaseModel):
     """One version of a memory. `id` is stable across versions; each change adds a version."""
 

@@ -102,3 +102,64 @@ def test_planted_sql_is_found(tmp_path):
         "dspy_memory/read/bad.py:4",
         "dspy_memory/read/bad.py:5",
     ]
+
+
+# -- clients go through the facade (docs/architecture.md) -----------------------------------------
+
+# Memory's internals a client (agent tools, the service, the CLI) must not reach: its private
+# parts, and the store behind it. `memory.keys`, `memory.audit(...)`, `memory.search(...,
+# exact=True)` and the other public methods are how they get what they need.
+CLIENTS = ("agent", "server", "cli")
+# Client modules that hold the store on purpose, and why.
+STORE_USERS = {
+    "agent/blocks.py": "CoreMemory is a part of the facade (memory.blocks) over the store",
+    "agent/profile.py": "Profiles is a part of the facade (memory.profiles) over the store",
+    "cli/audit.py": "reads the audit log of a file without opening a Memory (that would resume episodes)",
+    "cli/feedback.py": "`feedback show` prints the write run behind a record from the store's run log",
+}
+
+
+# Public API that starts with an underscore (namedtuples'), not a private part.
+PUBLIC_UNDERSCORED = {"_asdict", "_replace", "_fields", "_make"}
+
+
+def reaches_past_the_facade(package: Path) -> list[str]:
+    """file:line of each `x.store` or `x._private` attribute a client module reads of another
+    object (its own `self._...` is its business)."""
+    found = []
+    for client in CLIENTS:
+        for path in sorted((package / client).rglob("*.py")):
+            name = path.relative_to(package).as_posix()
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.Attribute):
+                    continue
+                private = node.attr.startswith("_") and not node.attr.startswith("__") and node.attr not in PUBLIC_UNDERSCORED
+                own = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+                if (private and not own) or (node.attr == "store" and name not in STORE_USERS and not own):
+                    found.append(f"{name}:{node.lineno} .{node.attr}")
+    return found
+
+
+def test_clients_reach_memory_only_through_its_public_surface():
+    assert reaches_past_the_facade(PACKAGE) == []
+
+
+def test_a_planted_reach_past_the_facade_is_found(tmp_path):
+    package = tmp_path / "dspy_memory"
+    for client in CLIENTS:
+        (package / client).mkdir(parents=True)
+    (package / "agent" / "bad.py").write_text(
+        "def recall(memory, q):\n    return memory._retriever.search_at(q)\n"
+    )
+    (package / "server" / "bad.py").write_text("def keys(memory):\n    return memory.store.keys.list()\n")
+    (package / "cli" / "ok.py").write_text("class A:\n    def f(self):\n        return self._x, self.store\n")
+    assert reaches_past_the_facade(package) == ["agent/bad.py:2 ._retriever", "server/bad.py:2 .store"]
+
+
+def test_the_clients_contract_catches_a_planted_store_import(tmp_path):
+    shutil.copytree(PACKAGE, tmp_path / "dspy_memory", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    path = tmp_path / "dspy_memory" / "server" / "routes.py"
+    path.write_text(path.read_text(encoding="utf-8") + "from dspy_memory.store.keys import KeyStore  # planted\n")
+    result = lint_imports(tmp_path)
+    assert "dspy_memory.server.routes -> dspy_memory.store.keys" in result.stdout

@@ -46,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from dspy_memory.cli.commands import cli_actor
     from dspy_memory.errors import DSPyMemoryError
-    from dspy_memory.store.audit_log import acting_as
+    from dspy_memory.governance.audit import acting_as
 
     try:
         with acting_as(cli_actor()):  # who the audit log names for what the command changes

@@ -91,7 +91,7 @@ def _ask(prompt: str) -> str | None:
 def current_key(args: argparse.Namespace, path: str, *, required: bool = False) -> str | None:
     """The file's current key: from the environment, else asked when the file looks encrypted
     (or `required`) and a terminal is there."""
-    from dspy_memory.store.sqlite.cipher import looks_encrypted
+    from dspy_memory.governance.files import looks_encrypted
 
     key = _env_key(args)
     if key is None and (required or looks_encrypted(path)):
@@ -197,7 +197,7 @@ def _change(args: argparse.Namespace, *, old: str | None, new: str | None, done:
 
 
 def cmd_encrypt(args: argparse.Namespace) -> int:
-    from dspy_memory.store.sqlite.cipher import looks_encrypted
+    from dspy_memory.governance.files import looks_encrypted
 
     if looks_encrypted(args.db):
         print(

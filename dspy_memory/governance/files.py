@@ -78,3 +78,10 @@ def fsync(path: str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def looks_encrypted(path: str | os.PathLike[str]) -> bool:
+    """Whether the file at `path` looks like an encrypted memory file (no SQLite header)."""
+    from dspy_memory.store.sqlite.cipher import looks_encrypted as by_header
+
+    return by_header(os.fspath(path))

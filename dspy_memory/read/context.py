@@ -19,6 +19,7 @@ from dspy_memory.ops import FACT_KINDS
 from dspy_memory.read.retrieval import Retriever
 from dspy_memory.store import Store, TimeView
 from dspy_memory.types import (
+    LOW_CONFIDENCE,
     PROFILE_LABEL,
     Context,
     ContextItem,
@@ -41,7 +42,6 @@ HEADINGS: dict[str, str] = {
     "procedures": "## Procedures",
     "summary": "## More memories, summarized",
 }
-LOW_CONFIDENCE = 0.7
 
 
 def profile_lines(document: str) -> list[str]:
