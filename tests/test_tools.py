@@ -4,6 +4,8 @@ bounds, the core blocks an agent may start, and tools that survive pickling."""
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import pickle
 import re
 import subprocess
@@ -96,6 +98,7 @@ def test_recall_k_carries_its_bounds_in_the_schema_and_out_of_range_is_an_error_
     for k in (0, -3, 21, 10**9, "many", 2.5):
         for answer in (recall(query="tea", k=k), recall.func(query="tea", k=k)):
             assert answer.startswith("error: ") and "\n" not in answer and "k" in answer, answer
+    assert asyncio.run(recall.acall(query="tea", k=21)).startswith("error: Arg k is invalid")
     assert recall(query="tea", k=20).startswith("1 memories")
     assert recall.func(query="tea", k=1).startswith("1 memories")
 
@@ -150,6 +153,7 @@ def test_tools_pickle_to_tools_on_the_same_memory_in_the_same_process(memory):
     assert loaded["recall"](query="tea", k=0).startswith("error: ")  # still one line
     assert loaded["recall"].args == tools[0].args
     assert pickle.loads(pickle.dumps(tools[0])).func.binding.memory is memory
+    assert copy.deepcopy(tools[0]).func.binding.memory is memory  # what optimizers do
 
 
 def test_a_pickled_tool_reopens_its_memory_file_in_another_process(db_path):
