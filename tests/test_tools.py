@@ -19,6 +19,7 @@ from pydantic import SecretStr
 from dspy_memory import Memory, MemoryConfig
 from dspy_memory.agent.tools import TOOL_NAMES
 from dspy_memory.embed import HashEmbedder
+from dspy_memory.errors import InvalidInputError
 
 ROOT = Path(__file__).resolve().parents[1]
 BIG = "Ada's travel log: " + "x" * 1_200_000
@@ -175,6 +176,27 @@ def test_a_pickled_tool_reopens_its_memory_file_in_another_process(db_path):
     assert "Ada's cat is called Miso." in out and "Rex" not in out  # the scope came along
     with Memory(db_path, embedder=HashEmbedder(64)) as memory:
         assert "Ada also has a dog." in [m.content for m in memory.get_all(user_id="ada")]
+
+
+def test_a_tool_pickled_with_a_relative_path_reopens_that_file_from_another_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with Memory("relative.db", embedder=HashEmbedder(64)) as memory:
+        memory.add("Ada's cat is called Miso.", user_id="ada", infer=False)
+        blob = pickle.dumps(memory.tools(user_id="ada", allow=["recall"]))
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    (recall,) = pickle.loads(blob)  # its Memory is closed: re-opened from its configuration
+    assert "Ada's cat is called Miso." in recall(query="cat")
+    assert not (tmp_path / "elsewhere" / "relative.db").exists()
+    recall.func.binding.memory.close()
+
+
+def test_tools_bound_to_an_in_memory_store_load_only_where_it_lives():
+    with Memory(":memory:", embedder=HashEmbedder(64)) as memory:
+        blob = pickle.dumps(memory.tools(user_id="ada"))
+        assert pickle.loads(blob)[0].func.binding.memory is memory
+    with pytest.raises(InvalidInputError, match="in-memory store"):
+        pickle.loads(blob)
 
 
 def test_a_pickled_tool_holds_no_encryption_key(memory):

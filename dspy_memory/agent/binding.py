@@ -22,6 +22,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from dspy_memory.errors import InvalidInputError
+from dspy_memory.store.backend import is_postgres_url
 from dspy_memory.tool_settings import ToolSettings
 from dspy_memory.types import Scope
 from dspy_memory.util.text import shown
@@ -80,6 +81,8 @@ def _reference(memory: Memory) -> dict[str, Any]:
             token = _tokens[memory] = uuid.uuid4().hex
             _live[token] = memory
     config = memory.config.model_dump(mode="json", exclude={"encryption_key"})
+    if config["path"] != ":memory:" and not is_postgres_url(config["path"]):
+        config["path"] = os.path.abspath(config["path"])  # the same file, whatever the directory
     return {"process": os.getpid(), "token": token, "config": config}
 
 
