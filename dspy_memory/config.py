@@ -18,6 +18,8 @@ try:  # Python >= 3.11
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
+from dspy_memory.tool_settings import ToolSettings
+
 logger = logging.getLogger("dspy_memory")
 
 ENV_PREFIX = "DSPY_MEMORY_"
@@ -240,6 +242,8 @@ class MemoryConfig(BaseModel):
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     write: WriteConfig = Field(default_factory=WriteConfig)
     lifecycle: LifecycleConfig = Field(default_factory=LifecycleConfig)
+    # The agent tools' answer limits and the core blocks they may start (docs/agents.md).
+    tools: ToolSettings = Field(default_factory=ToolSettings)
     # Run `maintain()` for every scope this often ("12h", "1d", "1w", or seconds) in the
     # background writer's thread; None: only when called.
     maintenance_every: str | float | None = None

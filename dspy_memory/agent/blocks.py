@@ -5,7 +5,8 @@ are always placed first in context. The developer defines them; agents edit them
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, overload
 
 from typing_extensions import Unpack
 
@@ -13,17 +14,30 @@ from dspy_memory.errors import BlockError, InvalidInputError
 from dspy_memory.governance.redact import NO_REDACTION, Redactor
 from dspy_memory.scopes import ScopeArgs, ScopeRules
 from dspy_memory.store import Store
+from dspy_memory.tool_settings import BLOCK_LABEL_PATTERN, MAX_BLOCK_CHARS
 from dspy_memory.types import Block, BlockVersion, Scope
 from dspy_memory.util.text import shown, valid_text
 
-_LABEL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
-MAX_CHAR_LIMIT = 10_000_000
+_LABEL = re.compile(BLOCK_LABEL_PATTERN)
+MAX_CHAR_LIMIT = MAX_BLOCK_CHARS
 
 
 def _label(label: str) -> str:
     if not isinstance(label, str) or not _LABEL.fullmatch(label):
         raise BlockError(f"a block label is 1-64 letters, digits, '_', '.' or '-', not {shown(label)}")
     return label
+
+
+def _char_limit(char_limit: Any) -> int:
+    if (
+        isinstance(char_limit, bool)
+        or not isinstance(char_limit, int)
+        or not 1 <= char_limit <= MAX_CHAR_LIMIT
+    ):
+        raise InvalidInputError(
+            f"char_limit must be an integer from 1 to {MAX_CHAR_LIMIT}, got {shown(char_limit)}"
+        )
+    return char_limit
 
 
 def _optional_text(**values: Any) -> None:
@@ -55,14 +69,8 @@ class CoreMemory:
         """Create a block or change it (the developer may change read-only blocks). A new value
         is a new version; a value over the limit (default 2,000 characters) is refused."""
         _optional_text(value=value, description=description, reason=reason)
-        if char_limit is not None and (
-            isinstance(char_limit, bool)
-            or not isinstance(char_limit, int)
-            or not 1 <= char_limit <= MAX_CHAR_LIMIT
-        ):
-            raise InvalidInputError(
-                f"char_limit must be an integer from 1 to {MAX_CHAR_LIMIT}, got {shown(char_limit)}"
-            )
+        if char_limit is not None:
+            _char_limit(char_limit)
         if read_only is not None and not isinstance(read_only, bool):
             raise InvalidInputError(f"read_only must be True, False or None, got {shown(read_only)}")
         redact = self._redact.optional
@@ -97,18 +105,26 @@ class CoreMemory:
         *,
         actor: str = "agent",
         reason: str | None = None,
+        creatable: Mapping[str, int] | None = None,
         **scope: Unpack[ScopeArgs],
     ) -> Block:
-        """Add a line to a block (an agent's edit: refused on read-only blocks and over the limit)."""
+        """Add a line to a block (an agent's edit: refused on read-only blocks and over the limit).
+        A missing block is refused unless its label is in `creatable` ({label: char_limit}): then
+        it is started with this line (the agent tools start ToolSettings.default_blocks)."""
         where = self._scopes.exact("blocks.append", scope)
         valid_text(actor, "actor")
         _optional_text(text=text, reason=reason)
-        block = self._existing(label, where)
+        creatable = creatable or {}
+        block = self._existing(label, where, creatable)
         if not isinstance(text, str) or not text.strip():
             raise BlockError("nothing to append: text is empty")
-        value = f"{block.value}\n{text.strip()}" if block.value else text.strip()
+        current = block.value if block else ""
+        value = f"{current}\n{text.strip()}" if current else text.strip()
         value, reason = self._redact.text(value), self._redact.optional(reason)
-        return self._store.blocks.write(label, where, value=value, actor=actor, reason=reason)
+        limit = None if block else _char_limit(creatable[label])
+        return self._store.blocks.write(
+            label, where, value=value, char_limit=limit, actor=actor, reason=reason
+        )
 
     def replace(
         self,
@@ -148,9 +164,19 @@ class CoreMemory:
     ) -> bool:
         return self._store.blocks.delete(_label(label), self._scopes.exact("blocks.delete", scope))
 
-    def _existing(self, label: str, scope: Scope) -> Block:
+    @overload
+    def _existing(self, label: str, scope: Scope) -> Block: ...
+    @overload
+    def _existing(self, label: str, scope: Scope, creatable: Mapping[str, int]) -> Block | None: ...
+
+    def _existing(self, label: str, scope: Scope, creatable: Mapping[str, int] | None = None) -> Block | None:
+        """The block, or None when it is missing and `creatable` names it; else a BlockError that
+        lists the blocks there are and the ones that could be started."""
         block = self._store.blocks.get(_label(label), scope)
-        if block is None:
+        if block is None and label not in (creatable or {}):
             labels = [b.label for b in self._store.blocks.list(scope)]
-            raise BlockError(f"no block {label!r} in this scope; blocks: {', '.join(labels) or 'none'}")
+            can_start = f"; an agent may start: {', '.join(creatable)}" if creatable else ""
+            raise BlockError(
+                f"no block {label!r} in this scope; blocks: {', '.join(labels) or 'none'}{can_start}"
+            )
         return block

@@ -4,16 +4,25 @@ The scope is bound when the tools are made, so a model can never read or write a
 user's memories. It is exact in every scope mode (docs/scopes.md): tools bound to
 agent_id="x" alone reach agent x's memories stored without a user, never its users'. Every
 tool returns a short text: results carry ids (first 8 characters), dates and status so the
-agent can reason about time; failures come back as "error: ..." instead of a traceback.
+agent can reason about time; failures come back as "error: ..." instead of a traceback. Answers
+are cut to `MemoryConfig.tools` (ToolSettings) with a marker saying what was cut. Each argument
+is declared once, as an annotation that carries its description and bounds, for dspy.Tool and
+the MCP server alike. Tools pickle (agent/binding.py says how).
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
-from dspy_memory.errors import DSPyMemoryError, InvalidInputError
+import dspy
+from pydantic import ConfigDict, Field, TypeAdapter, validate_call
+
+from dspy_memory.agent.binding import Binding
+from dspy_memory.agent.tool_answers import bounded, clip, error_line
+from dspy_memory.errors import InvalidInputError
 from dspy_memory.read.context import LOW_CONFIDENCE
 from dspy_memory.types import MemoryRecord, Scope
 from dspy_memory.util.text import day
@@ -64,41 +73,186 @@ def describe(record: MemoryRecord) -> str:
     return f"[{short_id(record.id)}] {when}{confidence} | {record.content}"
 
 
-def _safe(function: Callable[..., str]) -> Callable[..., str]:
-    """Tool errors reach the model as one short line, never a traceback with file paths."""
+# -- the arguments: each declared once; dspy.Tool's args and arg_desc and the MCP input schema
+# are both read from these annotations (descriptions and bounds alike).
+MAX_K = 20
+Query = Annotated[str, Field(description="what to look for, in words")]
+HowMany = Annotated[int, Field(description=f"how many memories, 1-{MAX_K}", ge=1, le=MAX_K)]
+AsOf = Annotated[
+    str | None, Field(description="a past date YYYY-MM-DD to ask what was true then; leave empty for now")
+]
+Sentence = Annotated[str, Field(description="a self-contained sentence")]
+MemoryId = Annotated[str, Field(description="the id shown in brackets by recall")]
+Why = Annotated[str, Field(description="why, in a few words")]
+Verdict = Annotated[str, Field(description="wrong, outdated, irrelevant or useful")]
+Note = Annotated[str, Field(description="why, in a few words (may be empty)")]
+Label = Annotated[str, Field(description='the block\'s label, e.g. "human" (the user) or "persona" (you)')]
+Line = Annotated[str, Field(description="the line to add")]
+OldText = Annotated[str, Field(description="the exact text to replace")]
+NewText = Annotated[str, Field(description="the new text")]
 
-    @functools.wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> str:
+# What the truncation markers tell the model: after a cut line, where the whole text is; after
+# left-out lines, how to ask for less.
+_KEPT = "; the memory keeps them all (memory.get(id) in Python shows the whole)"
+_HINTS = {
+    "recall": (_KEPT, "ask with a smaller k or a narrower query"),
+    "remember": (_KEPT, "every memory was saved"),
+    "revise": (_KEPT, ""),
+    "memory_history": (
+        "; memory.history(id) in Python shows them all",
+        "memory.history(id) in Python shows every event",
+    ),
+}
+
+
+# -- the tools: module-level functions of a Binding (agent/binding.py) and their arguments -------
+
+
+def recall(bound: Binding, query: Query, k: HowMany = 5, as_of: AsOf = None) -> str:
+    """Search long-term memory for facts relevant to `query`, best first.
+
+    Returns what is true now, or with `as_of` (a date, YYYY-MM-DD) what was true then. Each
+    line shows the memory id, whether it is current or superseded with its dates, and the
+    fact. Use it before answering questions about the user or past events."""
+    memory, scope = bound.memory, bound.scope
+    hits = memory._retriever.search_at(query, scope, k=k, as_of=as_of or None)
+    if not hits:
+        return "no memories found" + (f" for {as_of}" if as_of else "")
+    header = f"{len(hits)} memories" + (f" true on {as_of}" if as_of else " (current)")
+    return "\n".join([header + ":", *(describe(hit.memory) for hit in hits)])
+
+
+def remember(bound: Binding, content: Sentence) -> str:
+    """Save something worth remembering long-term (a fact, preference, event or procedure),
+    written as a self-contained sentence with names and absolute dates."""
+    if not content.strip():
+        return "error: nothing to remember: content is empty"
+    result = bound.memory.add({"role": "assistant", "content": content}, **bound.ids)
+    if result.error:
+        return f"saved as raw text (the memory writer failed: {result.error})"
+    lines = [f"{op.action} [{short_id(op.memory_id)}] {op.content or ''}".rstrip() for op in result.ops]
+    if not result.ops:
+        lines = [f"saved [{short_id(record.id)}] {record.content}" for record in result.memories]
+    return "\n".join(lines) or "nothing new to remember"
+
+
+def revise(bound: Binding, memory_id: MemoryId, content: Sentence, reason: Why) -> str:
+    """Correct a memory that is wrong or incomplete; the old version is kept in its history."""
+    record = bound.memory.update(bound.resolve(memory_id), content, reason=reason, **bound.ids)
+    return f"revised [{short_id(record.id)}] to version {record.version}: {record.content}"
+
+
+def forget(bound: Binding, memory_id: MemoryId) -> str:
+    """Delete a memory for good (no history is kept). Only when the user asks to forget it."""
+    full = bound.resolve(memory_id)
+    bound.memory.delete(full, **bound.ids)
+    return f"forgot [{short_id(full)}]"
+
+
+def memory_history(bound: Binding, memory_id: MemoryId) -> str:
+    """How a memory changed over time: when it was added, revised or invalidated, and why."""
+    events = bound.memory.history(bound.resolve(memory_id), **bound.ids)
+    return "\n".join(
+        f"{event.created_at:%Y-%m-%d} {event.event}"
+        + (f": {event.new_content}" if event.new_content else "")
+        + (f" (reason: {event.reason})" if event.reason else "")
+        for event in events
+    )
+
+
+def memory_feedback(bound: Binding, memory_id: MemoryId, verdict: Verdict, note: Note = "") -> str:
+    """Say that a recalled memory was wrong, outdated, irrelevant or useful for the task, with
+    a short note; the memory writer learns from it. Use revise to correct the text itself."""
+    record = bound.memory.feedback(bound.resolve(memory_id), verdict, note=note or None, **bound.ids)
+    return f"noted: [{short_id(record.memory_id or '')}] {record.verdict}"
+
+
+def core_memory_append(bound: Binding, label: Label, text: Line) -> str:
+    """Add a line to a core memory block (always in your context), e.g. label "human" for what
+    you know about the user or "persona" for yourself; those start empty if missing."""
+    creatable = bound.settings.default_blocks
+    block = bound.memory.blocks.append(label, text, creatable=creatable, **bound.ids)
+    return f"block {block.label} is now {len(block.value)}/{block.char_limit} characters"
+
+
+def core_memory_replace(bound: Binding, label: Label, old: OldText, new: NewText) -> str:
+    """Replace text in a core memory block; copy `old` exactly, `new` may be empty."""
+    block = bound.memory.blocks.replace(label, old, new, **bound.ids)
+    return f"block {block.label} is now {len(block.value)}/{block.char_limit} characters"
+
+
+TOOL_FUNCTIONS: dict[str, Callable[..., str]] = {
+    function.__name__: function
+    for function in (
+        recall,
+        remember,
+        revise,
+        forget,
+        memory_history,
+        memory_feedback,
+        core_memory_append,
+        core_memory_replace,
+    )
+}
+
+
+@functools.cache
+def _validated(function: Callable[..., str]) -> Callable[..., str]:
+    # Arguments checked against the same annotations, also when a tool's function is called
+    # directly (as MCP does): a wrong type or an out-of-range k is an error line, not a crash.
+    return validate_call(config=ConfigDict(arbitrary_types_allowed=True))(function)
+
+
+@functools.cache
+def _signature(function: Callable[..., str]) -> inspect.Signature:
+    """The arguments a model gives (the Binding comes first and is not one of them)."""
+    signature = inspect.signature(function, eval_str=True)
+    return signature.replace(parameters=list(signature.parameters.values())[1:])
+
+
+class BoundTool:
+    """One tool function bound to a Binding: what a MemoryToolFunction calls and MCP publishes.
+    Its answer is always a bounded text (tool_answers.py); it pickles (binding.py)."""
+
+    def __init__(self, function: Callable[..., str], binding: Binding) -> None:
+        self.function = function
+        self.binding = binding
+
+    @property
+    def __signature__(self) -> inspect.Signature:  # what inspect.signature(tool.func) reports
+        return _signature(self.function)
+
+    def __call__(self, **arguments: Any) -> str:
         try:
-            return function(*args, **kwargs)
-        except (DSPyMemoryError, ValueError, TypeError, LookupError) as exc:
-            return f"error: {exc}"
-        except Exception as exc:  # an unexpected failure is still one line for the model
-            return f"error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            answer = _validated(self.function)(self.binding, **arguments)
+        except Exception as exc:
+            return self.error(exc)
+        if answer.startswith("error: "):
+            return self.error(answer)
+        item_hint, rest_hint = _HINTS.get(self.function.__name__, ("", ""))
+        return bounded(answer, self.binding.settings, item_hint, rest_hint)
 
-    return wrapper
+    def error(self, failure: BaseException | str) -> str:
+        """A failure as one line within max_item_chars."""
+        line = failure if isinstance(failure, str) else error_line(failure)
+        return clip(" ".join(line.split()), self.binding.settings.max_item_chars)
 
 
-def _tool_class() -> type:
-    import dspy
+class MemoryToolFunction(dspy.Tool):
+    """A dspy.Tool whose argument errors are one line for the model too (dspy.Tool validates
+    arguments before calling, and ReAct would show a traceback)."""
 
-    class MemoryToolFunction(dspy.Tool):
-        """A dspy.Tool whose argument errors are one line for the model too (dspy.Tool
-        validates arguments before calling, and ReAct would show a traceback)."""
+    def __call__(self, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(**kwargs)
+        except ValueError as exc:
+            return cast(BoundTool, self.func).error(exc)
 
-        def __call__(self, **kwargs: Any) -> Any:
-            try:
-                return super().__call__(**kwargs)
-            except ValueError as exc:
-                return f"error: {exc}"
-
-        async def acall(self, **kwargs: Any) -> Any:
-            try:
-                return await super().acall(**kwargs)
-            except ValueError as exc:
-                return f"error: {exc}"
-
-    return MemoryToolFunction
+    async def acall(self, **kwargs: Any) -> Any:
+        try:
+            return await super().acall(**kwargs)
+        except ValueError as exc:
+            return cast(BoundTool, self.func).error(exc)
 
 
 def chosen_tools(
@@ -136,114 +290,28 @@ def make_tools(
     *,
     allow_forget: bool = False,
     allow_feedback: bool = False,
-) -> list[Any]:
+) -> list[MemoryToolFunction]:
     """`dspy.Tool`s bound to `memory` and `scope`: `chosen_tools(allow, allow_forget, allow_feedback)`."""
-    chosen = chosen_tools(allow, allow_forget, allow_feedback)
-    ids = scope.model_dump()
+    binding = Binding(memory, scope)
+    return [
+        _tool(TOOL_FUNCTIONS[name], binding) for name in chosen_tools(allow, allow_forget, allow_feedback)
+    ]
 
-    def resolve(memory_id: str) -> str:
-        memory_id = str(memory_id).strip().strip("[]")
-        if len(memory_id) < 4:
-            raise ValueError("give the memory id as shown by recall (8 characters)")
-        found = memory.store.ids_with_prefix(memory_id, scope)
-        if not found:
-            raise LookupError(f"no memory {memory_id!r} here; use recall to find ids")
-        if len(found) > 1:
-            raise LookupError(f"{memory_id!r} matches several memories; give more characters")
-        return found[0]
 
-    def recall(query: str, k: int = 5, as_of: str | None = None) -> str:
-        """Search long-term memory for facts relevant to `query`, best first.
-
-        Returns what is true now, or with `as_of` (a date, YYYY-MM-DD) what was true then. Each
-        line shows the memory id, whether it is current or superseded with its dates, and the
-        fact. Use it before answering questions about the user or past events."""
-        hits = memory._retriever.search_at(query, scope, k=max(1, min(int(k), 20)), as_of=as_of or None)
-        if not hits:
-            return "no memories found" + (f" for {as_of}" if as_of else "")
-        header = f"{len(hits)} memories" + (f" true on {as_of}" if as_of else " (current)")
-        return "\n".join([header + ":", *(describe(hit.memory) for hit in hits)])
-
-    def remember(content: str) -> str:
-        """Save something worth remembering long-term (a fact, preference, event or procedure),
-        written as a self-contained sentence with names and absolute dates."""
-        if not isinstance(content, str) or not content.strip():
-            return "error: nothing to remember: content is empty"
-        result = memory.add({"role": "assistant", "content": content}, **ids)
-        if result.error:
-            return f"saved as raw text (the memory writer failed: {result.error})"
-        lines = [f"{op.action} [{short_id(op.memory_id)}] {op.content or ''}".rstrip() for op in result.ops]
-        if not result.ops:
-            lines = [f"saved [{short_id(record.id)}] {record.content}" for record in result.memories]
-        return "\n".join(lines) or "nothing new to remember"
-
-    def revise(memory_id: str, content: str, reason: str) -> str:
-        """Correct a memory that is wrong or incomplete; the old version is kept in its history."""
-        record = memory.update(resolve(memory_id), content, reason=reason, **ids)
-        return f"revised [{short_id(record.id)}] to version {record.version}: {record.content}"
-
-    def forget(memory_id: str) -> str:
-        """Delete a memory for good (no history is kept). Only when the user asks to forget it."""
-        full = resolve(memory_id)
-        memory.delete(full, **ids)
-        return f"forgot [{short_id(full)}]"
-
-    def memory_history(memory_id: str) -> str:
-        """How a memory changed over time: when it was added, revised or invalidated, and why."""
-        events = memory.history(resolve(memory_id), **ids)
-        return "\n".join(
-            f"{event.created_at:%Y-%m-%d} {event.event}"
-            + (f": {event.new_content}" if event.new_content else "")
-            + (f" (reason: {event.reason})" if event.reason else "")
-            for event in events
-        )
-
-    def memory_feedback(memory_id: str, verdict: str, note: str = "") -> str:
-        """Say that a recalled memory was wrong, outdated, irrelevant or useful for the task, with
-        a short note; the memory writer learns from it. Use revise to correct the text itself."""
-        record = memory.feedback(resolve(memory_id), verdict, note=note or None, **ids)
-        return f"noted: [{short_id(record.memory_id or '')}] {record.verdict}"
-
-    def core_memory_append(label: str, text: str) -> str:
-        """Add a line to a core memory block (always in your context), e.g. label "human"."""
-        block = memory.blocks.append(label, text, **ids)
-        return f"block {block.label} is now {len(block.value)}/{block.char_limit} characters"
-
-    def core_memory_replace(label: str, old: str, new: str) -> str:
-        """Replace text in a core memory block; copy `old` exactly, `new` may be empty."""
-        block = memory.blocks.replace(label, old, new, **ids)
-        return f"block {block.label} is now {len(block.value)}/{block.char_limit} characters"
-
-    functions = {
-        "recall": recall,
-        "remember": remember,
-        "revise": revise,
-        "forget": forget,
-        "memory_history": memory_history,
-        "memory_feedback": memory_feedback,
-        "core_memory_append": core_memory_append,
-        "core_memory_replace": core_memory_replace,
-    }
-    descriptions = {
-        "query": "what to look for, in words",
-        "k": "how many memories, 1-20",
-        "as_of": "a past date YYYY-MM-DD to ask what was true then; leave empty for now",
-        "content": "a self-contained sentence",
-        "memory_id": "the id shown in brackets by recall",
-        "reason": "why, in a few words",
-        "verdict": "wrong, outdated, irrelevant or useful",
-        "note": "why, in a few words (may be empty)",
-        "label": "the block's label",
-        "text": "the line to add",
-        "old": "the exact text to replace",
-        "new": "the new text",
-    }
-    tool = _tool_class()
-    tools = []
-    for name in chosen:
-        code = functions[name].__code__
-        arguments = code.co_varnames[: code.co_argcount]
-        tools.append(
-            tool(_safe(functions[name]), name=name, arg_desc={arg: descriptions[arg] for arg in arguments})
-        )
-    return tools
+def _tool(function: Callable[..., str], binding: Binding) -> MemoryToolFunction:
+    parameters = _signature(function).parameters.values()
+    args = {}
+    for parameter in parameters:
+        args[parameter.name] = TypeAdapter(parameter.annotation).json_schema()
+        if parameter.default is not parameter.empty:
+            args[parameter.name]["default"] = parameter.default
+    tool = MemoryToolFunction(
+        BoundTool(function, binding),
+        name=function.__name__,
+        desc=inspect.cleandoc(function.__doc__ or ""),
+        args=args,
+        arg_types={parameter.name: parameter.annotation for parameter in parameters},
+        arg_desc={name: schema["description"] for name, schema in args.items()},
+    )
+    tool.has_kwargs = False  # dspy.Tool reads `**arguments` off BoundTool.__call__; unknown ones are refused
+    return tool

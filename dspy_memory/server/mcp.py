@@ -11,14 +11,14 @@ parameter so an HTTP mount behind an API key can pass the key's scope instead.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
+from dspy_memory.agent.tool_answers import argument_error, clip
 from dspy_memory.agent.tools import DESTRUCTIVE_TOOLS, chosen_tools
 from dspy_memory.errors import InvalidInputError, ScopeError
 from dspy_memory.memory import Memory
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
     from dspy_memory.config import MemoryConfig
+    from dspy_memory.tool_settings import ToolSettings
 
 ENV_PREFIX = "DSPY_MEMORY_MCP_"
 SCOPE_KEYS = ("user_id", "agent_id", "run_id")
@@ -55,18 +56,16 @@ def _needs_mcp() -> Any:
 
 
 def _published(tool: Any, scoped: Callable[[Any], Any] | None = None) -> Callable[..., Any]:
-    """The tool's own function (agent/tools.py: errors already one line), with each argument's
-    description inside its annotation so the MCP input schema carries it, as DSPy's does.
-    `scoped(ctx)`, when given, picks the function per request: the same tool bound to the scope
-    of the API key the request carries (or an "error: ..." line)."""
+    """The tool's own function (agent/tools.py: errors already one line, answers bounded), with
+    its signature, whose annotations carry each argument's description and bounds: the MCP input
+    schema is built from the same declarations as DSPy's. `scoped(ctx)`, when given, picks the
+    function per request: the same tool bound to the scope of the API key the request carries
+    (or an "error: ..." line)."""
     from mcp.server.mcpserver import Context
     from mcp.types import CallToolResult, TextContent
 
-    signature = inspect.signature(tool.func, eval_str=True)
-    parameters = [
-        parameter.replace(annotation=Annotated[parameter.annotation, Field(description=tool.arg_desc[name])])
-        for name, parameter in signature.parameters.items()
-    ]
+    signature = inspect.signature(tool.func)
+    parameters = list(signature.parameters.values())
 
     def call(ctx: Context | None = None, **arguments: Any) -> Any:
         bound = tool if scoped is None else scoped(ctx)
@@ -88,6 +87,38 @@ def _published(tool: Any, scoped: Callable[[Any], Any] | None = None) -> Callabl
     return call
 
 
+@functools.cache
+def _server_class() -> Any:
+    _needs_mcp()
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import CallToolResult, TextContent
+    from pydantic import ValidationError
+
+    class MemoryMCPServer(MCPServer):
+        """An MCPServer whose tools answer arguments that fail their input schema with the one
+        "error: ..." line every other failure gets (the SDK's own is pydantic's, several lines)."""
+
+        def __init__(self, settings: ToolSettings, **options: Any) -> None:
+            super().__init__(**options)
+            self.tool_settings = settings
+
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                if not isinstance(exc.__cause__, ValidationError):
+                    raise
+                line = clip(argument_error(exc.__cause__), self.tool_settings.max_item_chars)
+                return CallToolResult(content=[TextContent(type="text", text=line)], is_error=True)
+
+    return MemoryMCPServer
+
+
+def _server(memory: Memory, name: str) -> MCPServer:
+    return _server_class()(memory.config.tools, name=name, instructions=INSTRUCTIONS)
+
+
 def build_mcp_server(
     memory: Memory,
     scope: Scope | Mapping[str, str | None],
@@ -102,12 +133,12 @@ def build_mcp_server(
     revise, memory_history, core_memory_append, core_memory_replace by default (none destroys
     data); `allow` picks some; forget, which deletes for good, only with allow_forget=True;
     memory_feedback only with allow_feedback=True."""
-    mcpserver = _needs_mcp()
+    _needs_mcp()
     from mcp.types import ToolAnnotations
 
     given = scope.model_dump() if isinstance(scope, Scope) else dict(scope)
     ids = {key: value for key, value in given.items() if value is not None}
-    server = mcpserver.MCPServer(name=name, instructions=INSTRUCTIONS)
+    server = _server(memory, name)
     for tool in memory.tools(allow=allow, allow_forget=allow_forget, allow_feedback=allow_feedback, **ids):
         hints = ToolAnnotations(
             read_only_hint=tool.name in READ_ONLY, destructive_hint=tool.name in DESTRUCTIVE
@@ -127,7 +158,7 @@ def build_keyed_mcp_server(
     """An MCP server for the memory service's `/mcp/` (streamable HTTP): the same tools, each
     call bound to the scope of the API key its HTTP request carries (`Authorization: Bearer` or
     `X-API-Key`), as every REST route is; a call without a valid tenant key gets an error line."""
-    mcpserver = _needs_mcp()
+    _needs_mcp()
     from mcp.types import ToolAnnotations
 
     bound: dict[Scope, dict[str, Any]] = {}
@@ -156,7 +187,7 @@ def build_keyed_mcp_server(
 
         return pick
 
-    server = mcpserver.MCPServer(name=name, instructions=INSTRUCTIONS)
+    server = _server(memory, name)
     # The tools' names, descriptions and parameters are the same in every scope.
     for tool in memory.tools(allow=allow, allow_forget=allow_forget, user_id="schema"):
         hints = ToolAnnotations(
