@@ -255,6 +255,20 @@ class Memory:
             include_archived=include_archived,
         )
 
+    def find_ids(
+        self, prefix: str, *, limit: int = 2, exact: bool = False, **scope: Unpack[ScopeArgs]
+    ) -> list[str]:
+        """Full ids of a scope's memories whose id starts with `prefix` (4 characters or more), at
+        most `limit`: how the agent tools turn the short ids they show back into ids. The scope
+        is read as `search` reads it (exact=True: as written, as the tools read it)."""
+        valid_text(prefix, "prefix")
+        if len(prefix) < 4:
+            raise InvalidInputError(f"prefix must have 4 characters or more, not {len(prefix)}")
+        check_count(limit, "limit", low=1, high=100)
+        if not isinstance(exact, bool):
+            raise InvalidInputError(f"exact must be True or False, not {type(exact).__name__}")
+        return self.store.ids_with_prefix(prefix, self._scope("find_ids", scope, exact=exact), limit=limit)
+
     def history(self, memory_id: str, **owner: Unpack[OwnerArgs]) -> list[Event]:
         """How a memory changed: its ADD, UPDATE, INVALIDATE, ... events, oldest first."""
         memory_id, where = self._owned("history", memory_id, owner)
@@ -704,6 +718,7 @@ class Memory:
     asearch = awaitable(search)
     aget = awaitable(get)
     aget_all = awaitable(get_all)
+    afind_ids = awaitable(find_ids)
     ahistory = awaitable(history)
     atimeline = awaitable(timeline)
     agraph = awaitable(graph)
@@ -764,6 +779,11 @@ class Memory:
 
     def _lm_for(self, infer: bool | None) -> Any:
         return lm_for(self._lm, infer)
+
+    @property
+    def closed(self) -> bool:
+        """Whether this Memory is closed (`close()`): every call but `close` is then refused."""
+        return self.store.closed
 
     def close(self) -> None:
         """Process queued background adds, then close the file. Closing twice is harmless."""

@@ -22,10 +22,9 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from dspy_memory.errors import InvalidInputError
-from dspy_memory.store.backend import is_postgres_url
 from dspy_memory.tool_settings import ToolSettings
 from dspy_memory.types import Scope
-from dspy_memory.util.text import shown
+from dspy_memory.util.text import is_postgres_url, shown
 
 if TYPE_CHECKING:
     from dspy_memory.memory import Memory
@@ -56,7 +55,7 @@ class Binding:
         memory_id = str(memory_id).strip().strip("[]")
         if len(memory_id) < 4:
             raise ValueError("give the memory id as shown by recall (8 characters)")
-        found = self.memory.store.ids_with_prefix(memory_id, self.scope)
+        found = self.memory.find_ids(memory_id, exact=True, **self.ids)
         if not found:
             raise LookupError(f"no memory {shown(memory_id)} here; use recall to find ids")
         if len(found) > 1:
@@ -88,7 +87,7 @@ def _reference(memory: Memory) -> dict[str, Any]:
 
 def _rebound(reference: dict[str, Any], scope: Scope) -> Binding:
     memory = _live.get(reference["token"]) if reference["process"] == os.getpid() else None
-    if memory is None or memory.store.closed:
+    if memory is None or memory.closed:
         memory = _reopen(reference["config"])
     return Binding(memory, scope)
 
@@ -105,7 +104,7 @@ def _reopen(config: dict[str, Any]) -> Memory:
     key = json.dumps(config, sort_keys=True)
     with _lock:
         memory = _reopened.get(key)
-        if memory is None or memory.store.closed:
+        if memory is None or memory.closed:
             memory = _reopened[key] = Memory(MemoryConfig.model_validate(config))
             atexit.register(memory.close)
         return memory

@@ -114,8 +114,7 @@ def recall(bound: Binding, query: Query, k: HowMany = 5, as_of: AsOf = None) -> 
     Returns what is true now, or with `as_of` (a date, YYYY-MM-DD) what was true then. Each
     line shows the memory id, whether it is current or superseded with its dates, and the
     fact. Use it before answering questions about the user or past events."""
-    memory, scope = bound.memory, bound.scope
-    hits = memory._retriever.search_at(query, scope, k=k, as_of=as_of or None)
+    hits = bound.memory.search(query, k=k, as_of=as_of or None, exact=True, **bound.ids)
     if not hits:
         return "no memories found" + (f" for {as_of}" if as_of else "")
     header = f"{len(hits)} memories" + (f" true on {as_of}" if as_of else " (current)")
@@ -249,10 +248,10 @@ class MemoryToolFunction(dspy.Tool):
             return cast(BoundTool, self.func).error(exc)
 
     async def acall(self, **kwargs: Any) -> Any:
-        try:
-            return await super().acall(**kwargs)
-        except ValueError as exc:
-            return cast(BoundTool, self.func).error(exc)
+        """The tool run by its Memory's workers (docs/async.md): an agent's `acall` awaits it
+        without blocking the event loop, and the LM calls inside it (remember's write program)
+        are awaited on the loop."""
+        return await cast(BoundTool, self.func).binding.memory.workers.run(self.__call__, **kwargs)
 
 
 def chosen_tools(

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from dspy_memory.util.text import is_postgres_url
 from dspy_memory.store.queries import Candidate
 
 NO_USER = ""  # the vector partition of memories without a user_id (never a valid user id)
@@ -148,10 +149,6 @@ class Backend(Protocol):
     def index_rows(self, conn: Any) -> dict[str, int]: ...
     def open_error(self, exc: BaseException) -> Exception | None: ...
     def close(self) -> None: ...
-
-
-def is_postgres_url(location: str | os.PathLike[str]) -> bool:
-    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
 
 
 def open_backend(location: str | os.PathLike[str], **options: Any) -> Backend:

@@ -126,3 +126,8 @@ def check_count(value: Any, name: str, *, low: int, high: int = 2**63 - 1) -> in
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidInputError(f"{name} must be an integer from {low} to {high}, got {shown(value)}")
     return value
+
+
+def is_postgres_url(location: object) -> bool:
+    """Whether a store location is a PostgreSQL URL (else it is a SQLite file path)."""
+    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
