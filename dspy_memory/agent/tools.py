@@ -23,8 +23,7 @@ from pydantic import ConfigDict, Field, TypeAdapter, validate_call
 from dspy_memory.agent.binding import Binding
 from dspy_memory.agent.tool_answers import bounded, clip, error_line
 from dspy_memory.errors import InvalidInputError
-from dspy_memory.read.context import LOW_CONFIDENCE
-from dspy_memory.types import MemoryRecord, Scope
+from dspy_memory.types import LOW_CONFIDENCE, MemoryRecord, Scope
 from dspy_memory.util.text import day
 
 if TYPE_CHECKING:
