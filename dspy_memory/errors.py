@@ -140,6 +140,12 @@ class StorageError(DSPyMemoryError, OSError):
         super().__init__(message)
         self.path = path
 
+    def adding(self, advice: str) -> StorageError:
+        """This error with `advice` after its message; the driver's error stays its cause."""
+        error = type(self)(f"{self}. {advice}", path=self.path)
+        error.__cause__ = self.__cause__
+        return error
+
 
 class StorageFullError(StorageError):
     """The disk (or the file's size limit) is full: SQLite's SQLITE_FULL, PostgreSQL's disk_full

@@ -139,6 +139,7 @@ def build_parts(
         debounce_seconds=config.write.debounce_seconds,
         max_wait_seconds=config.write.max_wait_seconds,
         max_batch=config.write.max_batch,
+        failed=writer.failed,
     )
     return Parts(
         store=store,
