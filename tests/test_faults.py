@@ -239,11 +239,35 @@ def test_storage_errors_are_library_errors_that_name_what_the_driver_said():
     io = sqlite_storage_error("/x/memory.db", driver_error(10 | (3 << 8), "disk I/O error"))
     assert type(io) is StorageError and "disk I/O error" in str(io) and "/x/memory.db" in str(io)
     corrupt = sqlite_storage_error("/x/m.db", driver_error(11, "database disk image is malformed"))
-    assert type(corrupt) is StorageError and "backup" in str(corrupt) and "check" in str(corrupt)
+    assert type(corrupt) is StorageError and "backup" in str(corrupt) and "verify /x/m.db" in str(corrupt)
     readonly = sqlite_storage_error("/x/m.db", driver_error(8, "attempt to write a readonly database"))
     assert type(readonly) is StorageError and "read-only" in str(readonly)
     assert sqlite_storage_error("/x/m.db", driver_error(19, "UNIQUE constraint failed")) is None
     assert sqlite_storage_error("/x/m.db", driver_error(5, "database is locked")) is None
+
+
+def test_a_damaged_file_is_a_storage_error_that_says_how_to_find_and_restore_it(tmp_path):
+    import sqlean
+
+    path = tmp_path / "memory.db"
+    with Memory(str(path), embedder=HashEmbedder(64)) as memory:
+        for i in range(40):
+            memory.add(f"Ada fact number {i} " + "lorem ipsum " * 50, user_id="ada")
+    with sqlean.connect(str(path)) as conn:
+        pages = [
+            row[0]
+            for row in conn.execute("SELECT pageno FROM dbstat WHERE name = 'memories' AND pagetype = 'leaf'")
+        ]
+    with open(path, "r+b") as handle:  # cell pointers of two pages of memory rows overwritten
+        for page in pages[1:3]:
+            handle.seek((page - 1) * 4096 + 8)
+            handle.write(b"\xff" * 60)
+    with Memory(str(path), embedder=HashEmbedder(64), process_pending_on_open=False) as memory:
+        with pytest.raises(StorageError) as raised:
+            memory.get_all(user_id="ada")
+    assert not isinstance(raised.value, StorageFullError)
+    assert f"{path} is damaged" in str(raised.value) and "restore-backup" in str(raised.value)
+    assert "malformed" in str(raised.value.__cause__)
 
 
 def test_postgres_error_classes_map_to_storage_errors():

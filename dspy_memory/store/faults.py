@@ -40,13 +40,13 @@ def sqlite_storage_error(path: str, exc: BaseException) -> StorageError | None:
         return StorageError(
             f"reading or writing {path} failed: {text}. Check the disk and its file system (space, "
             f"permissions, a read-only mount, the kernel log), then retry; {ROLLED_BACK}. "
-            "memory.check() tells whether the file is intact",
+            f"`dspy-memory verify {path}` tells whether the file is intact",
             path=path,
         )
     if primary == SQLITE_CORRUPT:
         return StorageError(
-            f"{path} is damaged: {text}. Run memory.check() (or `dspy-memory check`) and restore "
-            f"the file from a backup (docs/governance.md); {ROLLED_BACK}",
+            f"{path} is damaged: {text}. `dspy-memory verify {path}` says where; restore the file "
+            f"from a backup (`dspy-memory restore-backup`, docs/governance.md); {ROLLED_BACK}",
             path=path,
         )
     if primary == SQLITE_READONLY:
