@@ -147,8 +147,9 @@ class Writer:
             self.claims.release([episode.id for episode in episodes])
             if isinstance(exc, StorageError):
                 raise exc.adding(
-                    f"The {len(episodes)} episode(s) being processed are saved and stay pending: "
-                    "memory.reprocess() (or the next open of the file) processes them once it can write"
+                    f"The {len(episodes)} episode(s) being processed are saved, not yet processed "
+                    "(pending or failed): memory.reprocess() (or the next open of the file) "
+                    "processes them once the file can be written"
                 ) from exc.__cause__
             raise
 
