@@ -9,9 +9,11 @@ import os
 from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import AfterValidator, AliasChoices, ConfigDict, Field, SecretStr, field_validator
+
+from dspy_memory.config_errors import CheckedSettings, embedder_spec, toml_errors
 
 try:  # Python >= 3.11
     import tomllib
@@ -25,7 +27,7 @@ logger = logging.getLogger("dspy_memory")
 ENV_PREFIX = "DSPY_MEMORY_"
 
 
-class RetrievalConfig(BaseModel):
+class RetrievalConfig(CheckedSettings):
     """Weights and sizes of the read path (see docs/retrieval.md)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -94,7 +96,7 @@ class RetrievalConfig(BaseModel):
     keyword_context_weight: float = Field(0.5, ge=0)
 
 
-class WriteConfig(BaseModel):
+class WriteConfig(CheckedSettings):
     """The LM write path (see docs/write-path.md)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -148,7 +150,7 @@ class WriteConfig(BaseModel):
     claim_lease_seconds: float = Field(600.0, gt=0)
 
 
-class LifecycleSettings(BaseModel):
+class LifecycleSettings(CheckedSettings):
     """What maintenance archives (docs/lifecycle.md); `Memory.lifecycle_settings(...)` overrides
     these per scope, in the file."""
 
@@ -194,7 +196,7 @@ class LifecycleConfig(LifecycleSettings):
     max_cluster_size: int = Field(8, ge=2, le=50)
 
 
-class PostgresConfig(BaseModel):
+class PostgresConfig(CheckedSettings):
     """The PostgreSQL backend (docs/scaling.md); used when the store is a postgresql:// URL."""
 
     model_config = ConfigDict(extra="forbid")
@@ -209,7 +211,7 @@ class PostgresConfig(BaseModel):
     exact_max_rows: int = Field(20_000, ge=0)
 
 
-class MemoryConfig(BaseModel):
+class MemoryConfig(CheckedSettings):
     """Configuration of a `Memory`. Build it directly, from TOML, or from DSPY_MEMORY_* env vars."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -228,7 +230,7 @@ class MemoryConfig(BaseModel):
     # "local" (MiniLM), "local:<model>", "ollama:<model>",
     # "openai:<model>", or "test" (deterministic, NOT semantic; for tests only). None: the
     # embedder an existing file was built with, else "local".
-    embedder: str | None = None
+    embedder: Annotated[str | None, AfterValidator(embedder_spec)] = None
     # How a "local" embedder runs: "numpy" (BERT models with mean pooling, MiniLM included; no
     # torch), "sentence-transformers" (any model; needs torch), or "auto" (numpy when it can).
     # None: $DSPY_MEMORY_LOCAL_BACKEND, else "auto". Both give the same vectors.
@@ -371,7 +373,7 @@ def _env_settings_class() -> type[MemoryConfig]:
 
 
 def _toml_settings(path: Path) -> dict[str, Any]:
-    with open(path, "rb") as handle:
+    with open(path, "rb") as handle, toml_errors(path):
         loaded = tomllib.load(handle)
     return loaded.get("dspy_memory", loaded)
 

@@ -113,3 +113,42 @@ class InsufficientFeedbackError(DSPyMemoryError, ValueError):
     """Too little feedback to compile the write program from it (and to check the result on
     feedback it did not train on). Give verdicts (`memory.feedback`) and corrections
     (`memory.update(..., reason=)`) on memories the write program made, then try again."""
+
+
+class ConfigError(DSPyMemoryError, ValueError):
+    """A setting was refused (out of range, not one of its choices, unknown, or an embedder spec
+    that names no embedder). The message has one line per refused setting, named by its dotted
+    path ("write.max_ops") with what it may be; `settings` lists those names. Nothing was opened
+    or written: fix the setting (in code, the TOML file or the DSPY_MEMORY_* variable) and open
+    again. It is also a ValueError, so code written against pydantic's errors keeps working."""
+
+    def __init__(self, message: str, *, settings: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.settings = settings or []
+
+
+class StorageError(DSPyMemoryError, OSError):
+    """The database could not read or write its storage: an I/O error, a read-only file system
+    or database, a damaged file (SQLite's IOERR, READONLY, CORRUPT; PostgreSQL's class 58 and
+    XX001/XX002). The statement's transaction was rolled back, so it wrote nothing; input saved
+    by an earlier step (episodes) stays pending for `memory.reprocess()`. `path` names the file
+    (or the PostgreSQL database, without its password). Check the disk and its file system, run
+    `memory.check()`, then retry; a damaged file is restored from a backup (docs/governance.md).
+    It is also an OSError."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+    def adding(self, advice: str) -> StorageError:
+        """This error with `advice` after its message; the driver's error stays its cause."""
+        error = type(self)(f"{self}. {advice}", path=self.path)
+        error.__cause__ = self.__cause__
+        return error
+
+
+class StorageFullError(StorageError):
+    """The disk (or the file's size limit) is full: SQLite's SQLITE_FULL, PostgreSQL's disk_full
+    (53100). Nothing of the failed transaction was written; free space, then retry (episodes
+    saved before the fault are processed by `memory.reprocess()` or when the file is next
+    opened)."""

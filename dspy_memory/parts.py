@@ -11,7 +11,7 @@ from typing import Any
 from dspy_memory.agent.blocks import CoreMemory
 from dspy_memory.agent.profile import Profiles
 from dspy_memory.config import MemoryConfig
-from dspy_memory.embed import Embedder, choose_embedder, make_embedder, reopen_advice
+from dspy_memory.embed import Embedder, check_spec, choose_embedder, make_embedder, reopen_advice
 from dspy_memory.errors import EmbedderMismatchError
 from dspy_memory.governance.redact import redactor_for
 from dspy_memory.lifecycle.curve import Forgetting
@@ -55,6 +55,8 @@ def config_with(
 def open_store(config: MemoryConfig, embedder: Any) -> tuple[Store, Embedder]:
     """The file, bound to its embedder: the one given, else the one the file was built with,
     else the configured one. A mismatch says how to reopen the file."""
+    if isinstance(embedder, str):
+        check_spec(embedder)  # before the file is created
     retrieval = config.retrieval
     store = Store(
         config.path,
@@ -137,6 +139,7 @@ def build_parts(
         debounce_seconds=config.write.debounce_seconds,
         max_wait_seconds=config.write.max_wait_seconds,
         max_batch=config.write.max_batch,
+        failed=writer.failed,
     )
     return Parts(
         store=store,

@@ -1,7 +1,6 @@
 import pytest
-from pydantic import ValidationError
 
-from dspy_memory import MemoryConfig
+from dspy_memory import ConfigError, MemoryConfig
 
 
 def test_from_env_reads_nested_settings(tmp_path):
@@ -38,9 +37,9 @@ def test_env_can_point_at_a_toml_file(tmp_path):
 
 
 def test_unknown_settings_are_rejected():
-    with pytest.raises(ValidationError):
+    with pytest.raises(ConfigError, match="pathh"):
         MemoryConfig(pathh="typo.db")
-    with pytest.raises(ValidationError):
+    with pytest.raises(ConfigError, match="retrieval.recency_weight"):
         MemoryConfig(retrieval={"recency_weight": 2})
 
 
@@ -82,5 +81,5 @@ def test_overrides_beat_variables_which_beat_the_toml_file(tmp_path):
 
 
 def test_a_bad_value_names_the_setting():
-    with pytest.raises(ValidationError, match=r"retrieval\.rrf_k"):
+    with pytest.raises(ConfigError, match=r"retrieval\.rrf_k='many': should be a valid number"):
         MemoryConfig.from_env({"DSPY_MEMORY_RETRIEVAL__RRF_K": "many"})

@@ -10,7 +10,8 @@ from dspy_memory.embed.hashing import HashEmbedder
 from dspy_memory.embed.local import MINILM, LocalEmbedder
 from dspy_memory.embed.remote import OllamaEmbedder, OpenAIEmbedder
 from dspy_memory.embed.wrap import CallableEmbedder, from_dspy_embedder, is_embedder
-from dspy_memory.errors import EmbedderMismatchError
+from dspy_memory.errors import ConfigError, EmbedderMismatchError
+from dspy_memory.util.text import shown
 
 SPECS = (
     "local",
@@ -19,6 +20,36 @@ SPECS = (
     "openai:<model>",
     "test[:<dim>] (deterministic, NOT semantic)",
 )
+TEST_KINDS = ("test", "hash")
+KINDS = ("local", "ollama", "openai", *TEST_KINDS)
+
+
+def _parts(spec: str) -> tuple[str, str]:
+    kind, _, model = spec.partition(":")
+    return kind.strip().lower(), model.strip()
+
+
+def spec_problem(spec: str) -> str | None:
+    """Why the spec string names no embedder, or None when it names one (whether that one can
+    be loaded here is found out when it is built)."""
+    kind, model = _parts(spec)
+    if kind not in KINDS:
+        return f"unknown embedder; use one of: {', '.join(SPECS)}"
+    if kind in TEST_KINDS and model:
+        if not model.isdigit():
+            return "the test embedder's dimension is a whole number, as in 'test:64'"
+        try:  # HashEmbedder's own rule for its dimension; building one costs nothing
+            HashEmbedder(int(model), cache_size=0)
+        except ValueError as exc:
+            return str(exc)
+    return None
+
+
+def check_spec(spec: str) -> None:
+    """A ConfigError when the spec string names no embedder (see `spec_problem`)."""
+    problem = spec_problem(spec)
+    if problem is not None:
+        raise ConfigError(f"bad setting embedder={shown(spec)}: {problem}", settings=["embedder"])
 
 
 def make_embedder(
@@ -41,9 +72,8 @@ def make_embedder(
         )
     if not isinstance(spec, str):
         raise TypeError(f"embedder must be a spec string or an Embedder, not {type(spec).__name__}")
-    kind, _, model = spec.partition(":")
-    kind = kind.strip().lower()
-    model = model.strip()
+    check_spec(spec)
+    kind, model = _parts(spec)
     kwargs = {"batch_size": batch_size, "cache_size": cache_size}
     if kind == "local":
         return LocalEmbedder(model or MINILM, backend=local_backend, **kwargs)
@@ -51,9 +81,7 @@ def make_embedder(
         return OllamaEmbedder(model or "nomic-embed-text", **kwargs)
     if kind == "openai":
         return OpenAIEmbedder(model or "text-embedding-3-small", **kwargs)
-    if kind in ("test", "hash"):
-        return HashEmbedder(int(model) if model else 64, **kwargs)
-    raise ValueError(f"unknown embedder {spec!r}; use one of: {', '.join(SPECS)}")
+    return HashEmbedder(int(model) if model else 64, **kwargs)
 
 
 def spec_for_recorded(name: str) -> str | None:
@@ -103,6 +131,7 @@ __all__ = [
     "forget_cached_content",
     "choose_embedder",
     "BatchedEmbedder",
+    "check_spec",
     "CallableEmbedder",
     "Embedder",
     "HashEmbedder",
@@ -112,5 +141,6 @@ __all__ = [
     "from_dspy_embedder",
     "make_embedder",
     "reopen_advice",
+    "spec_problem",
     "text_hash",
 ]

@@ -20,6 +20,7 @@ logger = logging.getLogger("dspy_memory")
 # reverse.
 BatchKey = tuple[str | None, str | None, str | None, bool]
 ProcessBatch = Callable[[list[Episode], Any], AddResult]
+FailedBatch = Callable[[list[Episode], Any, BaseException], AddResult]
 
 
 @dataclass
@@ -49,8 +50,11 @@ class BackgroundWriter:
         max_wait_seconds: float,
         max_batch: int,
         keep_results: int = 1000,
+        failed: FailedBatch | None = None,
     ) -> None:
+        """`failed(episodes, lm, error)`: what a batch that raised reports at flush."""
         self._process = process
+        self._failed = failed
         self.debounce_seconds = debounce_seconds
         self.max_wait_seconds = max_wait_seconds
         self.max_batch = max_batch
@@ -171,12 +175,24 @@ class BackgroundWriter:
                     result = self._process(batch.episodes, batch.lm)
                 with self._cond:
                     self._results.append(result)
-            except Exception:  # the episodes stay on disk (pending or failed) for reprocess()
+            except Exception as exc:  # the episodes stay on disk (pending or failed) for reprocess()
                 logger.exception("background write of %d episode(s) failed", len(batch.episodes))
+                self._report_failure(batch, exc)
             finally:
                 with self._cond:
                     self._busy -= 1
                     self._cond.notify_all()
+
+    def _report_failure(self, batch: _Batch, exc: Exception) -> None:
+        if self._failed is None:
+            return
+        try:
+            result = self._failed(batch.episodes, batch.lm, exc)
+        except Exception:  # the failure is logged above; no result to add
+            logger.exception("the failed background write could not be reported")
+            return
+        with self._cond:
+            self._results.append(result)
 
     def flush(self, timeout: float | None = None) -> list[AddResult]:
         """Process everything queued now, wait for it, and return the results gathered since

@@ -10,15 +10,19 @@ outlived its lease cannot apply a batch another writer has taken over.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
+from dspy_memory.errors import StorageError
 from dspy_memory.store.episodes import Claim, EpisodeLog, Unfinished
 from dspy_memory.types import Episode
 from dspy_memory.util.timeutil import now_db, to_db, utcnow
+
+logger = logging.getLogger("dspy_memory")
 
 
 def process_gone(pid: int) -> bool:
@@ -47,6 +51,8 @@ class Claimant:
         self._lease = lease_seconds
         self._host = socket.gethostname()
         self._writer = uuid.uuid4().hex[:12]
+        # Releases the store could not write (a full disk): None releases all of them.
+        self._unreleased: list[list[str] | None] = []
 
     @property
     def token(self) -> str:
@@ -62,8 +68,20 @@ class Claimant:
 
     def release(self, ids: Sequence[str] | None = None) -> None:
         """Give up the claims this writer still holds on `ids` (None: all of them): what it did
-        not finish is free for any writer again."""
-        self._episodes.release(ids, self.token)
+        not finish is free for any writer again. When the store cannot write now (a full disk),
+        `settle()` gives them up before this writer takes episodes again; other writers wait
+        for the lease to end. Never raises a StorageError: it comes after one, or at close."""
+        try:
+            self._episodes.release(ids, self.token)
+        except StorageError as exc:
+            logger.warning("claims on episodes kept until the store can write again: %s", exc)
+            self._unreleased.append(None if ids is None else list(ids))
+
+    def settle(self) -> None:
+        """Give up the claims an earlier `release` could not (raises while it still cannot)."""
+        while self._unreleased:
+            self._episodes.release(self._unreleased[0], self.token)
+            self._unreleased.pop(0)
 
     def held(self, ids: Sequence[str]) -> set[str]:
         return self._episodes.held(ids, self.token)

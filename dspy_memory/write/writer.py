@@ -13,16 +13,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from dspy_memory.config import WriteConfig
 from dspy_memory.embed import Embedder, forget_cached_content
-from dspy_memory.errors import InvalidInputError, MemoryNotFoundError
+from dspy_memory.errors import InvalidInputError, MemoryNotFoundError, StorageError
 from dspy_memory.governance.redact import NO_REDACTION, Redactor
 from dspy_memory.read.retrieval import Retriever
 from dspy_memory.store import Store
 from dspy_memory.store.queries import not_found
-from dspy_memory.types import AddResult, DeleteResult, Episode, FeedbackRecord, MemoryRecord, Scope
+from dspy_memory.types import (
+    AddResult,
+    DeleteResult,
+    Episode,
+    FeedbackRecord,
+    MemoryRecord,
+    Scope,
+    WriteMode,
+)
+from dspy_memory.util.lm import short_error
 from dspy_memory.util.text import content_hash, valid_text
 from dspy_memory.util.timeutil import TimeLike, now_db, to_db, utcnow
 from dspy_memory.write.apply import PlanApplier
@@ -116,6 +125,7 @@ class Writer:
         """Claim the episodes left pending or failed, older than `grace_seconds`, that no other
         writer is working on; returns those claimed. Rows that cannot be read are reported and
         skipped."""
+        self.claims.settle()  # claims a storage fault kept: this writer's episodes are free again
         cutoff = to_db(utcnow().timestamp() - grace_seconds) or now_db()
         found = self.store.episodes.unfinished(ingested_before=cutoff, limit=limit)
         for episode_id, why in found.unreadable:
@@ -125,7 +135,7 @@ class Writer:
     def process(self, episodes: Sequence[Episode], lm: Any) -> AddResult:
         """Raw mode without an LM, else the write program. Marking an episode done or failed
         ends its claim; when processing raises instead, the claims are given up, so any writer
-        can take the episodes again."""
+        can take the episodes again. A storage fault says where the episodes are."""
         try:
             if lm is None:
                 memories = self.turns.store(episodes)
@@ -133,9 +143,25 @@ class Writer:
                     episodes=self.store.episodes.get_many([e.id for e in episodes]), memories=memories
                 )
             return self.lm_writer.infer(episodes, lm=lm)
-        except BaseException:
+        except BaseException as exc:
             self.claims.release([episode.id for episode in episodes])
+            if isinstance(exc, StorageError):
+                raise exc.adding(
+                    f"The {len(episodes)} episode(s) being processed are saved, not yet processed "
+                    "(pending or failed): memory.reprocess() (or the next open of the file) "
+                    "processes them once the file can be written"
+                ) from exc.__cause__
             raise
+
+    def failed(self, episodes: Sequence[Episode], lm: Any, exc: BaseException) -> AddResult:
+        """What processing `episodes` that raised `exc` reports (a background batch, at flush):
+        the episodes as the file has them now (pending or failed) and the error."""
+        try:
+            episodes = self.store.episodes.get_many([episode.id for episode in episodes])
+        except Exception:  # the file cannot be read either: the episodes as they were queued
+            pass
+        mode = cast(WriteMode, self.mode_for(lm)) if lm is not None else "raw"
+        return AddResult(episodes=list(episodes), mode=mode, error=short_error(exc, limit=1000))
 
     def resume(
         self, episodes: Sequence[Episode], lm: Any, *, submit: Callable[[list[Episode], Any], None]

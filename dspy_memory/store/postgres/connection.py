@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from dspy_memory.errors import InvalidInputError, MemoryClosedError
+from dspy_memory.store.faults import postgres_storage_error as storage_error
 from dspy_memory.store.postgres.dialect import number, prepared, row_factory, translate
 
 
@@ -100,18 +101,28 @@ class Connections:
 
     @contextmanager
     def _borrowed(self) -> Iterator[Connection]:
-        current = getattr(self._local, "conn", None)
-        if current is not None:
-            yield current
-            return
-        self.check_open()
-        with self._pool.connection() as raw:
-            conn = Connection(raw)
-            self._local.conn = conn
-            try:
-                yield conn
-            finally:
-                self._local.conn = None
+        """This thread's connection; every statement runs inside one of these, where the
+        server's storage faults (disk full, I/O errors) become StorageErrors naming the database."""
+        import psycopg
+
+        try:
+            current = getattr(self._local, "conn", None)
+            if current is not None:
+                yield current
+                return
+            self.check_open()
+            with self._pool.connection() as raw:
+                conn = Connection(raw)
+                self._local.conn = conn
+                try:
+                    yield conn
+                finally:
+                    self._local.conn = None
+        except psycopg.Error as exc:
+            error = storage_error(self.path, exc)
+            if error is None:
+                raise
+            raise error from exc
 
     @contextmanager
     def read(self) -> Iterator[Connection]:

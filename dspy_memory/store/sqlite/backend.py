@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from dspy_memory.errors import StorageError, StorageFullError
 from dspy_memory.store.sqlite import copy as sqlite_copy
 from dspy_memory.store.sqlite.cipher import looks_encrypted, missing_key_error, raw_key
 from dspy_memory.store.sqlite.connection import (
@@ -120,6 +121,9 @@ class SqliteBackend:
         return sqlite_copy.index_rows(conn)
 
     def open_error(self, exc: BaseException) -> Exception | None:
+        if isinstance(exc, StorageError) and not isinstance(exc, StorageFullError):
+            # On opening, a read-only or unreadable file is a MemoryFileError that says so.
+            exc = exc.__cause__ or exc
         return file_error(self.path, exc) if isinstance(exc, self.driver.DatabaseError) else None
 
     def close(self) -> None:

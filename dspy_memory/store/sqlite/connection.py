@@ -22,6 +22,7 @@ from dspy_memory.errors import (
     MemoryFileError,
     MemoryFolderMissingError,
 )
+from dspy_memory.store.faults import sqlite_storage_error as storage_error
 from dspy_memory.store.sqlite.cipher import apply_key, cipher_version, no_cipher_error
 
 # sqlean.py first: a recent SQLite with extension loading on Linux, macOS and Windows.
@@ -229,13 +230,26 @@ class Connections:
         return conn
 
     @contextmanager
+    def faults(self) -> Iterator[None]:
+        """The driver's storage faults (a full disk, an I/O error, a damaged or read-only file)
+        as StorageErrors naming the file; every statement runs inside one of these."""
+        try:
+            yield
+        except self.driver.Error as exc:
+            error = storage_error(self.path, exc)
+            if error is None:
+                raise
+            raise error from exc
+
+    @contextmanager
     def read(self) -> Iterator[Any]:
         """A connection for reads. Use `snapshot()` when several statements must agree."""
-        if self._shared is not None:
-            with self._write_lock:
-                yield self._shared
-        else:
-            yield self._conn()
+        with self.faults():
+            if self._shared is not None:
+                with self._write_lock:
+                    yield self._shared
+            else:
+                yield self._conn()
 
     @contextmanager
     def snapshot(self) -> Iterator[Any]:
@@ -253,7 +267,7 @@ class Connections:
     @contextmanager
     def transaction(self) -> Iterator[Any]:
         """A write transaction. Nested calls on the same thread join the outer transaction."""
-        with self._write_lock:
+        with self._write_lock, self.faults():
             conn = self._conn()
             if getattr(self._local, "depth", 0):
                 yield from self._joined(conn)
@@ -269,24 +283,28 @@ class Connections:
             yield None
             return
         try:
-            conn = self._conn()
-            if getattr(self._local, "depth", 0):
-                yield from self._joined(conn)
-                return
-            conn.execute("PRAGMA busy_timeout = 0")
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                began = True
-            except self.driver.OperationalError:  # another process holds the write lock
-                began = False
-            finally:
-                conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
-            if not began:
-                yield None
-                return
-            yield from self._outermost(conn)
+            with self.faults():
+                yield from self._if_free()
         finally:
             self._write_lock.release()
+
+    def _if_free(self) -> Iterator[Any | None]:
+        conn = self._conn()
+        if getattr(self._local, "depth", 0):
+            yield from self._joined(conn)
+            return
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            began = True
+        except self.driver.OperationalError:  # another process holds the write lock
+            began = False
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+        if not began:
+            yield None
+            return
+        yield from self._outermost(conn)
 
     def _joined(self, conn: Any) -> Iterator[Any]:
         depth = self._local.depth
@@ -300,11 +318,13 @@ class Connections:
         self._local.depth = 1
         try:
             yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        else:
             conn.execute("COMMIT")
+        except BaseException:
+            # SQLite has already rolled back after some errors (SQLITE_FULL, SQLITE_IOERR); a
+            # failed COMMIT leaves the transaction open. Either way nothing of it stays.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
         finally:
             self._local.depth = 0
 
