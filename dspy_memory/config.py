@@ -237,9 +237,8 @@ class MemoryConfig(CheckedSettings):
     local_backend: Literal["auto", "numpy", "sentence-transformers"] | None = None
     embed_batch_size: int = Field(64, ge=1)
     embed_cache_size: int = Field(10_000, ge=0)
-    # Threads that run the awaitable API's calls (`await memory.aadd(...)`, docs/async.md): how
-    # many run at once. Each holds its thread while its LM answer is awaited on the event loop;
-    # the store serializes writes anyway, so more threads only queue there.
+    # Threads running the awaitable API's calls at once (docs/async.md); each holds its thread
+    # while its LM answer is awaited on the loop, and writes queue at the store anyway.
     async_workers: int = Field(16, ge=1, le=256)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     write: WriteConfig = Field(default_factory=WriteConfig)
