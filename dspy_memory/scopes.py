@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from typing_extensions import TypedDict
@@ -42,7 +43,7 @@ class IdIndex(Protocol):
     def ids_with_prefix(self, prefix: str, scope: Scope | None, limit: int = 2) -> list[str]: ...
 
 
-def _checked(method: str, args: dict[str, Any], allowed: frozenset[str]) -> None:
+def _checked(method: str, args: Mapping[str, Any], allowed: frozenset[str]) -> None:
     unknown = sorted(set(args) - allowed)
     if unknown:
         raise TypeError(
@@ -51,7 +52,7 @@ def _checked(method: str, args: dict[str, Any], allowed: frozenset[str]) -> None
         )
 
 
-def exact_scope(method: str, args: dict[str, Any]) -> Scope:
+def exact_scope(method: str, args: Mapping[str, Any]) -> Scope:
     """The scope a write (or a binding, as tools make) names, exactly as given, in every mode."""
     _checked(method, args, _SCOPE_KEYS)
     return Scope.of(**args)
@@ -64,15 +65,15 @@ class ScopeRules:
     def __init__(self, mode: str) -> None:
         self.any_user = mode == "wildcard"
 
-    def exact(self, method: str, args: dict[str, Any]) -> Scope:
+    def exact(self, method: str, args: Mapping[str, Any]) -> Scope:
         return exact_scope(method, args)
 
-    def read(self, method: str, args: dict[str, Any]) -> Scope:
+    def read(self, method: str, args: Mapping[str, Any]) -> Scope:
         """The scope a read names; agent_id and run_id left out match any value."""
         _checked(method, args, _SCOPE_KEYS)
         return Scope.of(**args, any_user=self.any_user)
 
-    def read_or_all(self, method: str, args: dict[str, Any], all_scopes: Any) -> Scope | None:
+    def read_or_all(self, method: str, args: Mapping[str, Any], all_scopes: Any) -> Scope | None:
         """The scope a read names, or None for every scope (all_scopes=True, and no ids)."""
         if not isinstance(all_scopes, bool):
             raise InvalidInputError(f"all_scopes must be True or False, not {type(all_scopes).__name__}")
@@ -88,7 +89,7 @@ class ScopeRules:
             raise InvalidInputError(f"{method}(): pass the scope or all_scopes=True, not both")
         return None
 
-    def owner(self, method: str, args: dict[str, Any]) -> Scope | None:
+    def owner(self, method: str, args: Mapping[str, Any]) -> Scope | None:
         """The scope a by-id call must match; None reaches any scope (all_scopes=True, or no
         scope at all in wildcard mode). Strict mode refuses a call without a scope."""
         _checked(method, args, _OWNER_KEYS)
@@ -108,7 +109,7 @@ class ScopeRules:
         return self.read(method, ids)
 
     def owned(
-        self, method: str, memory_id: Any, args: dict[str, Any], index: IdIndex
+        self, method: str, memory_id: Any, args: Mapping[str, Any], index: IdIndex
     ) -> tuple[str, Scope | None]:
         """(the full id, the scope a by-id call must match). A unique prefix of at least 8
         characters stands for the id, as the agent tools and the CLI show ids shortened."""

@@ -27,10 +27,13 @@ from dspy_memory.learn.optimizers import OPTIMIZERS
 from dspy_memory.learn.seeded import compile_seeds
 from dspy_memory.reports import FeedbackOptimization
 from dspy_memory.store import Store
-from dspy_memory.types import FeedbackRecord, Scope
+from dspy_memory.types import FeedbackRecord, ProgramMode, Scope
 
 # The write programs feedback can compile: (write mode, the file Memory(programs=...) loads).
-WRITE_PROGRAMS = {"write": ("fused", "write.json"), "write_compact": ("compact", "write_compact.json")}
+WRITE_PROGRAMS: dict[str, tuple[ProgramMode, str]] = {
+    "write": ("fused", "write.json"),
+    "write_compact": ("compact", "write_compact.json"),
+}
 MIN_EXAMPLES = 2
 
 

@@ -22,7 +22,16 @@ from dspy_memory.governance.redact import NO_REDACTION, Redactor
 from dspy_memory.read.retrieval import Retriever
 from dspy_memory.store import Store
 from dspy_memory.store.queries import not_found
-from dspy_memory.types import AddResult, DeleteResult, Episode, FeedbackRecord, MemoryRecord, Scope
+from dspy_memory.types import (
+    AddResult,
+    DeleteResult,
+    Episode,
+    EpisodeStatus,
+    FeedbackRecord,
+    MemoryRecord,
+    ProgramMode,
+    Scope,
+)
 from dspy_memory.util.text import content_hash, valid_text
 from dspy_memory.util.timeutil import TimeLike, now_db, to_db, utcnow
 from dspy_memory.write.apply import PlanApplier
@@ -66,12 +75,12 @@ class Writer:
         """The program of the configured mode ("auto": the one a cloud LM runs)."""
         return self.program_for(self.mode_for(None))
 
-    def program_for(self, mode: str) -> Any:
+    def program_for(self, mode: ProgramMode) -> Any:
         """The write program of `mode` ("fused", "compact", "two_step") as loaded (compiled, if
         a compiled one was found)."""
         return self.lm_writer.programs.program_for(mode)
 
-    def mode_for(self, lm: Any) -> str:
+    def mode_for(self, lm: Any) -> ProgramMode:
         """The write program `lm` runs: write.mode, or for "auto" compact on a local Ollama model."""
         return self.lm_writer.mode_for(lm)
 
@@ -85,7 +94,7 @@ class Writer:
         metadata: Mapping[str, Any] | None = None,
         at: TimeLike | None = None,
         infer: bool = False,
-        status: str = "pending",
+        status: EpisodeStatus = "pending",
     ) -> list[Episode]:
         """Write the input as episodes, in their own transaction, before any processing
         (status "done" keeps them in the log only, with no memories to make)."""
