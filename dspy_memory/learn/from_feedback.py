@@ -16,6 +16,7 @@ regress (`dspy-memory optimize write --from-feedback`, `Memory.learn_from_feedba
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,7 @@ def optimize_from_feedback(
     optimizer: str = "bootstrap",
     seeds: Sequence[int] = (0, 1, 2, 3, 4),
     held_out: float = 0.25,
-    out: str | Path = "programs",
+    out: str | os.PathLike[str] = "programs",
     in_use: Any = None,
     force: bool = False,
     share_across_users: bool = False,
