@@ -252,12 +252,14 @@ def _run_raw_demo(path: str, *, embedder: Any, out: TextIO) -> dict[str, Any]:
             f"old versions) and {stats['tables']['memory_events']} history events.",
             file=out,
         )
+        corrected = memory.get(cat.id, user_id=user)
+        assert corrected is not None, "the cat's memory was found and corrected above"
         return {
             "mode": "raw",
             "added": added,
             "now": [hit.content for hit in now_hits],
             "as_of": [hit.content for hit in past_hits],
-            "corrected": memory.get(cat.id, user_id=user).content,
+            "corrected": corrected.content,
             "believed": [hit.content for hit in believed],
             "current": [hit.content for hit in current],
             "history": [event.event for event in memory.history(cat.id, user_id=user)],

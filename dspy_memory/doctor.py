@@ -269,8 +269,8 @@ def run_checks(
     checks.append(check_embedder(embedder, db, recorded, ollama_host(host)))
 
     chat_model = ollama_model_name(lm)
-    kind, _, embed_model = (embedder or (recorded[0] if recorded else "")).split("|")[0].partition(":")
-    embed_model = (embed_model or "nomic-embed-text") if kind == "ollama" else None
+    kind, _, named_model = (embedder or (recorded[0] if recorded else "")).split("|")[0].partition(":")
+    embed_model = (named_model or "nomic-embed-text") if kind == "ollama" else None
     wanted = [name for name in (chat_model, embed_model) if name]
     # The Ollama the write path would reach: make_lm takes DSPY_MEMORY_LM_API_BASE before $OLLAMA_HOST.
     state = OllamaState(

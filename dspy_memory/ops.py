@@ -3,13 +3,13 @@ of each op: AppliedOp or Rejection."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, field_validator
 
 # What the write program may write (types.MemoryKind adds raw `turn`s).
 FactKind = Literal["fact", "preference", "event", "procedure", "profile", "note"]
-FACT_KINDS: tuple[str, ...] = FactKind.__args__  # type: ignore[attr-defined]
+FACT_KINDS: tuple[FactKind, ...] = get_args(FactKind)
 WriteAction = Literal["ADD", "UPDATE", "INVALIDATE", "DELETE", "NOOP"]
 
 # Words LMs use for our actions; anything else fails validation and the answer is retried.

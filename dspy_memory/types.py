@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -14,10 +14,10 @@ from dspy_memory.util.text import valid_text
 
 # The write program writes FactKind; a `turn` is a message kept as it was said (raw mode).
 MemoryKind = Literal[FactKind, "turn"]
-MEMORY_KINDS: tuple[str, ...] = MemoryKind.__args__  # type: ignore[attr-defined]
+MEMORY_KINDS: tuple[MemoryKind, ...] = get_args(MemoryKind)
 
 EpisodeSource = Literal["message", "text", "json", "tool_step", "document"]
-EPISODE_SOURCES: tuple[str, ...] = EpisodeSource.__args__  # type: ignore[attr-defined]
+EPISODE_SOURCES: tuple[EpisodeSource, ...] = get_args(EpisodeSource)
 
 EpisodeStatus = Literal["pending", "done", "failed"]
 EventType = Literal["ADD", "UPDATE", "INVALIDATE", "DELETE", "MERGE", "DECAY", "RESTORE"]
@@ -275,7 +275,9 @@ class Entity(BaseModel):
     created_at: datetime
 
 
-WriteMode = Literal["raw", "fused", "two_step", "compact"]
+# The write programs, and the modes a write runs in ("raw": no LM, each message kept as said).
+ProgramMode = Literal["fused", "two_step", "compact"]
+WriteMode = Literal["raw", ProgramMode]
 
 
 class LMUsage(BaseModel):
@@ -317,13 +319,13 @@ class AddResult(BaseModel):
     queued: bool = False
 
     @classmethod
-    def merged(cls, results: Sequence[AddResult], mode: str) -> AddResult:
+    def merged(cls, results: Sequence[AddResult], mode: WriteMode) -> AddResult:
         """One result for several batches of one input."""
         errors = [result.error for result in results if result.error]
         return cls(
             episodes=[episode for result in results for episode in result.episodes],
             memories=[memory for result in results for memory in result.memories],
-            mode=mode,  # type: ignore[arg-type]
+            mode=mode,
             ops=[op for result in results for op in result.ops],
             rejected=[rejection for result in results for rejection in result.rejected],
             usage=sum((result.usage for result in results), LMUsage()),
@@ -334,9 +336,9 @@ class AddResult(BaseModel):
 # Where feedback comes from (docs/feedback.md): a correction (update), a verdict (feedback()), a
 # restore after archiving, an operation validation refused, a request to forget carried out.
 FeedbackSource = Literal["correction", "verdict", "restore", "refused", "forget"]
-FEEDBACK_SOURCES: tuple[str, ...] = FeedbackSource.__args__  # type: ignore[attr-defined]
+FEEDBACK_SOURCES: tuple[FeedbackSource, ...] = get_args(FeedbackSource)
 FeedbackVerdict = Literal["wrong", "outdated", "irrelevant", "useful"]
-FEEDBACK_VERDICTS: tuple[str, ...] = FeedbackVerdict.__args__  # type: ignore[attr-defined]
+FEEDBACK_VERDICTS: tuple[FeedbackVerdict, ...] = get_args(FeedbackVerdict)
 
 
 class FeedbackRecord(BaseModel):

@@ -119,6 +119,18 @@ def test_embedder_is_recorded_and_a_different_one_is_refused(db_path):
         assert memory.embedder.name == "test-hash-v1:64"
 
 
+def test_a_file_naming_its_embedder_without_a_dimension_is_refused_as_a_mismatch(db_path):
+    store = Store(db_path)
+    try:
+        store.bind_embedder("test-hash-v1:64", 64)
+        with store.transaction() as conn:
+            conn.execute("DELETE FROM meta WHERE key = 'embedder_dim'")
+        with pytest.raises(EmbedderMismatchError, match="test-hash-v1:64"):
+            store.bind_embedder("test-hash-v1:64", 64)
+    finally:
+        store.close()
+
+
 def test_driver_that_cannot_load_extensions_gives_an_actionable_error(monkeypatch):
     fake = types.ModuleType("fake_stdlib_sqlite")
 

@@ -6,9 +6,12 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dspy_memory.util.text import day
+
+if TYPE_CHECKING:
+    from dspy_memory.scopes import OwnerArgs, ScopeArgs
 
 # Exit statuses (documented in dspy_memory/cli/__init__.py and docs/cli.md).
 NOT_FOUND, USAGE, LM_FAILED = 1, 2, 3
@@ -53,11 +56,11 @@ def cli_actor() -> str:
     return os.environ.get("DSPY_MEMORY_ACTOR") or f"cli:{login}"
 
 
-def scope_of(args: argparse.Namespace) -> dict[str, str | None]:
+def scope_of(args: argparse.Namespace) -> ScopeArgs:
     return {"user_id": args.user, "agent_id": args.agent, "run_id": args.run}
 
 
-def owner_of(args: argparse.Namespace) -> dict[str, Any]:
+def owner_of(args: argparse.Namespace) -> OwnerArgs:
     """The scope of a by-id command: --user/--agent/--run, or --all-scopes (docs/scopes.md)."""
     return {**scope_of(args), "all_scopes": args.all_scopes}
 

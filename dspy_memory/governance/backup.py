@@ -279,7 +279,7 @@ def backup(
 
 
 def write_receipt(
-    path: str, operation: str, *, encryption_key: Any, check: FileCheck, details: dict[str, Any]
+    path: str, operation: str, *, encryption_key: str | None, check: FileCheck, details: dict[str, Any]
 ) -> None:
     """An audit log receipt in the file at `path` (now in place) for a whole-file operation:
     the swapped-in file carries its own record of how it got there."""
@@ -302,7 +302,7 @@ def _write_manifest(manifest: BackupManifest, path: str) -> None:
 
 
 def restore(
-    src: str | os.PathLike[str], path: str | os.PathLike[str], *, encryption_key: Any = None
+    src: str | os.PathLike[str], path: str | os.PathLike[str], *, encryption_key: str | None = None
 ) -> FileCheck:
     """Restore the backup `src` as the memory file `path`: `src` is verified (against its
     manifest when there is one), copied to a temporary file next to `path`, the copy verified

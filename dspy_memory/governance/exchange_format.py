@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import io
 import json
 import os
 import zlib
@@ -27,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from dspy_memory.errors import DSPyMemoryError
 from dspy_memory.governance.files import staged
 from dspy_memory.ops import WriteAction
+from dspy_memory.scopes import ScopeArgs
 from dspy_memory.types import EPISODE_SOURCES, FEEDBACK_SOURCES, FEEDBACK_VERDICTS, MEMORY_KINDS
 
 FORMAT = "dspy-memory-export"
@@ -127,7 +129,7 @@ _FIELDS: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 _STRICT = ConfigDict(extra="forbid", strict=True)
 RECORD_MODELS: dict[str, type[BaseModel]] = {
-    name: create_model(f"{name}_record", __config__=_STRICT, record=(Literal[name], ...), **fields)  # type: ignore[call-overload]
+    name: create_model(f"{name}_record", __config__=_STRICT, record=(Literal[name], ...), **fields)  # type: ignore[arg-type]  # a Literal of a runtime value is a type to pydantic, a special form to mypy
     for name, fields in _FIELDS.items()
 }
 
@@ -147,7 +149,7 @@ class Header(BaseModel):
     library_version: str
     embedder: Embedder | None
     embeddings: bool  # vector records included
-    scope: dict[str, str] | None  # None: every scope of the store
+    scope: ScopeArgs | None  # None: every scope of the store
     exported_at: _Time
     counts: dict[str, _Count]
 
@@ -249,8 +251,8 @@ def _lines(path: str) -> list[bytes]:
     try:
         with open(path, "rb") as raw:
             gzipped = raw.read(2) == b"\x1f\x8b"
-        opened: Any = gzip.open(path, "rb") if gzipped else open(path, "rb")
-        lines = []
+        opened: io.BufferedIOBase = gzip.open(path, "rb") if gzipped else open(path, "rb")
+        lines: list[bytes] = []
         with opened as source:
             while line := source.readline(MAX_LINE_BYTES + 1):
                 if len(line) > MAX_LINE_BYTES:

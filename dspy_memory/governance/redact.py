@@ -12,9 +12,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
 
 from dspy_memory.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from detect_secrets.plugins.base import BasePlugin, RegexBasedDetector
+
+Item = TypeVar("Item")
 
 # kind -> the detect-secrets plugin whose patterns find it
 PLUGIN_KINDS: Mapping[str, str] = {
@@ -124,16 +131,19 @@ class Redactor:
     def __init__(self, kinds: Iterable[str]) -> None:
         self.kinds = tuple(kinds)
         wanted = {PLUGIN_KINDS[kind]: kind for kind in self.kinds if kind in PLUGIN_KINDS}
-        self._plugins: list[tuple[str, Any, bool]] = []
+        self._plugins: list[tuple[str, RegexBasedDetector, bool]] = []
         if wanted:
             try:
                 from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+                from detect_secrets.plugins.base import RegexBasedDetector
             except ImportError as exc:
                 raise InvalidInputError(
                     'redact needs detect-secrets for tokens and keys: pip install "dspy-memory[redact]" '
                     '(or redact=["card_number", "private_key"], which need nothing)'
                 ) from exc
-            classes = {cls.__name__: cls for cls in get_mapping_from_secret_type_to_class().values()}
+            plugins: dict[str, type[BasePlugin]] = get_mapping_from_secret_type_to_class()  # type: ignore[assignment]  # detect-secrets returns type[Plugin] of a TypeVar no argument binds (mypy: type[Never]); the classes are BasePlugins
+            # Only pattern plugins: where a secret lies comes from their patterns (_tokens).
+            classes = {cls.__name__: cls for cls in plugins.values() if issubclass(cls, RegexBasedDetector)}
             missing = sorted(set(wanted) - set(classes))
             if missing:
                 raise InvalidInputError(f"this detect-secrets has no {missing}; install detect-secrets>=1.5")
@@ -181,7 +191,9 @@ class Redactor:
                         end -= 1
                     if not in_group:
                         # Some patterns stop early (a JWT's is lazy): the rest of the token goes too.
-                        end = _TOKEN_TAIL.match(text, end).end()
+                        tail = _TOKEN_TAIL.match(text, end)
+                        assert tail is not None, "the tail pattern matches the empty string too"
+                        end = tail.end()
                         while end > start and text[end - 1] == ".":
                             end -= 1
                     if start < end:
@@ -222,9 +234,9 @@ class Redactor:
     def optional(self, text: str | None) -> str | None:
         return self.text(text) if isinstance(text, str) else text
 
-    def fields(self, item: Any, names: Iterable[str]) -> Any:
+    def fields(self, item: Item, names: Iterable[str]) -> Item:
         """A pydantic model (an LM's operation) with its text fields `names` redacted."""
-        if not self.kinds or not hasattr(item, "model_copy"):
+        if not self.kinds or not isinstance(item, BaseModel):
             return item
         changes = {}
         for name in names:

@@ -149,10 +149,10 @@ def _example(
         return "its input was erased"
     shown: dict[int, MemoryRecord] = {}
     for candidate in run.candidates:
-        record = store.get_memory(candidate.memory_id, scope=run.scope, version=candidate.version)
-        if record is None:
+        memory = store.get_memory(candidate.memory_id, scope=run.scope, version=candidate.version)
+        if memory is None:
             return "a memory it was shown was erased"
-        shown[candidate.alias] = record
+        shown[candidate.alias] = memory
     spoken = [episode for episode in episodes if episode.content.strip()]
     if not spoken:
         return "its input was empty"
@@ -216,16 +216,17 @@ def _correct(
                 **{key: getattr(old, key) for key in ("subject", "predicate") if getattr(old, key)},
             }
         return
-    entry = label.get(record.op_index) if record.op_index is not None else None
-    if entry is None:
+    index = record.op_index
+    if index is None or index not in label:
         return
+    entry = label[index]
     if record.source == "correction" and record.expected.get("content"):
         entry["content"] = record.expected["content"]
     elif record.verdict in ("wrong", "irrelevant"):
         if entry.get("target") is not None:
-            label[record.op_index] = {"action": "NOOP", "target": entry["target"]}
+            label[index] = {"action": "NOOP", "target": entry["target"]}
         else:
-            del label[record.op_index]
+            del label[index]
 
 
 def split_by_time(examples: Sequence[FeedbackExample], *, held_out: float) -> tuple[list[Any], list[Any]]:

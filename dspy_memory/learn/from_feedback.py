@@ -16,6 +16,7 @@ regress (`dspy-memory optimize write --from-feedback`, `Memory.learn_from_feedba
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,13 @@ from dspy_memory.learn.optimizers import OPTIMIZERS
 from dspy_memory.learn.seeded import compile_seeds
 from dspy_memory.reports import FeedbackOptimization
 from dspy_memory.store import Store
-from dspy_memory.types import FeedbackRecord, Scope
+from dspy_memory.types import FeedbackRecord, ProgramMode, Scope
 
 # The write programs feedback can compile: (write mode, the file Memory(programs=...) loads).
-WRITE_PROGRAMS = {"write": ("fused", "write.json"), "write_compact": ("compact", "write_compact.json")}
+WRITE_PROGRAMS: dict[str, tuple[ProgramMode, str]] = {
+    "write": ("fused", "write.json"),
+    "write_compact": ("compact", "write_compact.json"),
+}
 MIN_EXAMPLES = 2
 
 
@@ -61,7 +65,7 @@ def optimize_from_feedback(
     optimizer: str = "bootstrap",
     seeds: Sequence[int] = (0, 1, 2, 3, 4),
     held_out: float = 0.25,
-    out: str | Path = "programs",
+    out: str | os.PathLike[str] = "programs",
     in_use: Any = None,
     force: bool = False,
     share_across_users: bool = False,

@@ -24,7 +24,7 @@ from dspy_memory.ops import FACT_KINDS
 from dspy_memory.reports import MaintenanceReport
 from dspy_memory.store import Store
 from dspy_memory.store.lifecycle import DecayRow, ScopeKey
-from dspy_memory.types import MemoryRecord, Scope
+from dspy_memory.types import LMUsage, MemoryRecord, Scope
 from dspy_memory.util.lm import lm_name, run_program, short_error
 from dspy_memory.util.timeutil import from_db, now_db, utcnow
 
@@ -271,7 +271,7 @@ class Maintainer:
                 timeout_s=self.write.lm_timeout_s,
             )
         except WriteProgramError as exc:
-            report.usage = report.usage + (exc.usage or report.usage.__class__())
+            report.usage = report.usage + (exc.usage if isinstance(exc.usage, LMUsage) else LMUsage())
             report.errors.append(short_error(exc))
             return None
         report.usage = report.usage + usage
@@ -343,7 +343,7 @@ def near_duplicates(
     records = [record for record, _ in pool]
     vectors = np.stack([vector for _, vector in pool]).astype(np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    vectors = vectors / np.where(norms == 0, 1, norms)
+    vectors /= np.where(norms == 0, 1, norms)
     parent = list(range(len(records)))
 
     def find(i: int) -> int:

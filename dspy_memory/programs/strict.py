@@ -58,11 +58,10 @@ class StrictJSONAdapter(dspy.JSONAdapter):
         if value is None:
             # Prose around a complete object is fine; an object cut short has no balanced match.
             found = _OBJECT.search(completion)
-            value = _object(found.group(0)) if found else None
-            if value is None:
+            if found is None or _object(found.group(0)) is None:
                 why = "the answer is not a complete JSON object"
                 raise _refuse("StrictJSONAdapter", signature, completion, why)
-            completion = found.group(0)  # type: ignore[union-attr]
+            completion = found.group(0)
         return super().parse(signature, completion)
 
 

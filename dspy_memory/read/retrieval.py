@@ -8,6 +8,7 @@ same filter. Named recipes choose the sources.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import math
 from collections.abc import Sequence
@@ -162,7 +163,7 @@ class Retriever:
         filters: dict[str, Any] | None = None,
         count_access: bool = True,
         include_archived: bool = False,
-    ) -> list[Hit]:
+    ) -> builtins.list[Hit]:
         """`count_access=False` for internal lookups (the write path's candidates), which are
         not recalls and must not strengthen memories. Archived memories are found only with
         `include_archived`."""
@@ -230,7 +231,7 @@ class Retriever:
         ]
 
     def _fuse(
-        self, dense: list[Candidate], keyword: list[Candidate], recipe: Recipe
+        self, dense: builtins.list[Candidate], keyword: builtins.list[Candidate], recipe: Recipe
     ) -> dict[int, dict[str, Any]]:
         """ScoreDetails fields per row, with `fused` in [0, 1] (1: first in every source)."""
         config = self.config

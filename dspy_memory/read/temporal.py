@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -106,14 +107,16 @@ def time_window(query: str, reference: datetime) -> TimeWindow | None:
 
 
 Found = tuple[datetime, datetime, tuple[int, int], "int | None"]
+# The full dates a query may name, each with how its match gives (year, month, day).
+_DATES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], tuple[int, int, int]]], ...] = (
+    (_ISO, lambda m: (int(m[1]), int(m[2]), int(m[3]))),
+    (_MONTH_DAY_YEAR, lambda m: (int(m[3]), _MONTHS[m[1].lower()], int(m[2]))),
+    (_DAY_MONTH_YEAR, lambda m: (int(m[3]), _MONTHS[m[2].lower()], int(m[1]))),
+)
 
 
 def _absolute(query: str, reference: datetime) -> Found | None:
-    for pattern, parts in (
-        (_ISO, lambda m: (int(m[1]), int(m[2]), int(m[3]))),
-        (_MONTH_DAY_YEAR, lambda m: (int(m[3]), _MONTHS[m[1].lower()], int(m[2]))),
-        (_DAY_MONTH_YEAR, lambda m: (int(m[3]), _MONTHS[m[2].lower()], int(m[1]))),
-    ):
+    for pattern, parts in _DATES:
         match = pattern.search(query)
         if match is not None:
             try:

@@ -326,10 +326,11 @@ def _parse_head(row: Any) -> tuple[int, str] | None:
 def _scope_hashes(salt: str | None, scope: Scope | None) -> tuple[str | None, str | None, str | None]:
     if salt is None or scope is None:
         return None, None, None
-    return tuple(  # type: ignore[return-value]
-        None if value is None else hashlib.sha256(f"{salt}\n{kind}\n{value}".encode()).hexdigest()
-        for kind, value in (("user", scope.user_id), ("agent", scope.agent_id), ("run", scope.run_id))
-    )
+
+    def hashed(kind: str, value: str | None) -> str | None:
+        return None if value is None else hashlib.sha256(f"{salt}\n{kind}\n{value}".encode()).hexdigest()
+
+    return hashed("user", scope.user_id), hashed("agent", scope.agent_id), hashed("run", scope.run_id)
 
 
 def _entry(row: Mapping[str, Any]) -> AuditEntry:

@@ -125,13 +125,19 @@ class JsonPaths(Protocol):
 
 class Backend(Protocol):
     """One database: `name` is "sqlite" or "postgres"; `path` says where it is (a file, or a
-    URL without its password)."""
+    URL without its password). Its members are read-only (properties): each backend has its
+    own Connections and JsonPaths, which a settable member would have to be exactly."""
 
-    name: str
-    path: str
-    driver_name: str
-    conns: Connections
-    json: JsonPaths
+    @property
+    def name(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def driver_name(self) -> str: ...
+    @property
+    def conns(self) -> Connections: ...
+    @property
+    def json(self) -> JsonPaths: ...
 
     def migrate(self) -> list[int]: ...
     def vector_index(self, *, cache_min_rows: int, cache_max_rows: int) -> VectorIndex: ...

@@ -3,6 +3,7 @@ version kept. A block belongs to exactly the scope that created it."""
 
 from __future__ import annotations
 
+import builtins
 import uuid
 from typing import Any
 
@@ -140,7 +141,7 @@ class BlockStore:
                 "shorten or replace text instead of adding"
             )
 
-    def history(self, label: str, scope: Scope) -> list[BlockVersion]:
+    def history(self, label: str, scope: Scope) -> builtins.list[BlockVersion]:
         predicate = _exact(scope).add("b.label = ?", label)
         with self._conns.read() as conn:
             rows = conn.execute(

@@ -68,7 +68,7 @@ class FeedbackLog:
                 [tuple(row[column] for column in COLUMNS) for row in rows],
             )
             for draft in drafts:
-                details = {"source": draft.source, "verdict": draft.verdict}
+                details: dict[str, str | int | None] = {"source": draft.source, "verdict": draft.verdict}
                 if draft.write_run_id is not None:
                     details |= {"write_run_id": draft.write_run_id, "op_index": draft.op_index}
                 self._audit.record(

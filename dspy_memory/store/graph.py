@@ -186,7 +186,7 @@ class EntityGraph:
             ).fetchall()
         ordered = sorted(rows.values(), key=lambda row: (row["valid_at"] or row["created_at"], row["row_id"]))
         records = [record_from_row(row, view) for row in ordered]
-        ids = {record.id for record in records}
+        shown_ids = {record.id for record in records}
         links: list[GraphLink] = []
         for row, record in zip(ordered, records):
             if row["subject_id"]:
@@ -197,7 +197,7 @@ class EntityGraph:
                 )
             if row["object_id"]:
                 links.append(GraphLink(source=record.id, target=row["object_id"], type="object"))
-            if record.superseded_by in ids and record.superseded_by != record.id:
+            if record.superseded_by in shown_ids and record.superseded_by != record.id:
                 links.append(GraphLink(source=record.id, target=record.superseded_by, type="replaced_by"))
         return MemoryGraph(
             entities=[from_row(Entity, row) for row in entity_rows], memories=records, links=links

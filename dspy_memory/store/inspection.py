@@ -15,13 +15,16 @@ class Inspection:
     path: str
     _conns: Connections
 
-    def embedder_info(self) -> tuple[str, int] | None: ...  # provided by Store
+    def embedder_info(self) -> tuple[str, int] | None:  # provided by Store
+        raise NotImplementedError
 
     @property
-    def backend_name(self) -> str: ...  # provided by Store
+    def backend_name(self) -> str:  # provided by Store
+        raise NotImplementedError
 
     @property
-    def driver_name(self) -> str: ...  # provided by Store
+    def driver_name(self) -> str:  # provided by Store
+        raise NotImplementedError
 
     # -- inspection ---------------------------------------------------------------------------
 

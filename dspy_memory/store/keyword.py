@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from dspy_memory.errors import InvalidInputError
@@ -87,7 +88,9 @@ def query_terms(text: str, *, drop_stopwords: bool = True, max_terms: int = 32) 
     return terms[:max_terms]
 
 
-def budgeted_terms(terms: list[str], estimates: list[float], budget: float) -> tuple[list[str], bool] | None:
+def budgeted_terms(
+    terms: Sequence[str], estimates: Sequence[float], budget: float
+) -> tuple[list[str], bool] | None:
     """Which of `terms` to rank, given how many rows each is `estimated` to match, so that the
     rows ranked stay within `budget` (ranking costs per matched row): rarest first while they
     fit (the most common then select nothing, as in Elasticsearch's common-terms query), or every
@@ -101,7 +104,8 @@ def budgeted_terms(terms: list[str], estimates: list[float], budget: float) -> t
         return None
     if present[0][0] > budget:
         return [term for _, _, term in present], True
-    chosen, spent = [], 0.0
+    chosen: list[str] = []
+    spent = 0.0
     for estimate, _, term in present:
         if chosen and spent + estimate > budget:
             break

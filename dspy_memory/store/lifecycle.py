@@ -13,8 +13,7 @@ from typing import Any
 import numpy as np
 
 from dspy_memory.errors import WriteConflictError
-from dspy_memory.store.audit_log import AuditLog, scope_of
-from dspy_memory.store.backend import Connections, VectorIndex
+from dspy_memory.store.audit_log import scope_of
 from dspy_memory.store.feedback import FeedbackLog
 from dspy_memory.store.queries import (
     MEMORY_COLUMNS,
@@ -25,7 +24,7 @@ from dspy_memory.store.queries import (
     record_from_row,
     scope_predicate,
 )
-from dspy_memory.store.writes import NewMemory
+from dspy_memory.store.writes import MemoryWrites, NewMemory
 from dspy_memory.types import MemoryRecord, Scope
 from dspy_memory.util.timeutil import now_db
 
@@ -48,23 +47,10 @@ class DecayRow:
     archived_at: str | None
 
 
-class LifecycleRows:
-    _conns: Connections
-    audit_log: AuditLog
-    vectors: VectorIndex
+class LifecycleRows(MemoryWrites):
+    """Built on MemoryWrites: consolidation inserts and expires memories, restoring logs events."""
+
     feedback: FeedbackLog
-
-    def transaction(self) -> Any:  # provided by Store
-        raise NotImplementedError
-
-    def insert_memories(self, items: Sequence[NewMemory], **options: Any) -> list[int]:  # MemoryWrites
-        raise NotImplementedError
-
-    def expire(self, memory_id: str, **options: Any) -> MemoryRecord:  # MemoryWrites
-        raise NotImplementedError
-
-    def log_event(self, conn: Any, row: Any, event: str, **options: Any) -> None:  # MemoryWrites
-        raise NotImplementedError
 
     # -- reading ---------------------------------------------------------------------------
 

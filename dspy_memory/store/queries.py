@@ -14,7 +14,7 @@ from typing import Any, NamedTuple, TypeVar
 from pydantic import BaseModel
 
 from dspy_memory.errors import InvalidInputError, MemoryNotFoundError
-from dspy_memory.types import INT64_MAX, INT64_MIN, MEMORY_KINDS, MemoryRecord, Scope
+from dspy_memory.types import INT64_MAX, INT64_MIN, MEMORY_KINDS, MemoryRecord, MemoryStatus, Scope
 from dspy_memory.util.text import shown, valid_text
 from dspy_memory.util.timeutil import TimeLike, now_db, to_db
 
@@ -112,7 +112,7 @@ def time_predicate(predicate: Predicate, view: TimeView | None) -> Predicate:
     return predicate
 
 
-def kinds_predicate(predicate: Predicate, kinds: list[str] | tuple[str, ...] | None) -> Predicate:
+def kinds_predicate(predicate: Predicate, kinds: Iterable[str] | None) -> Predicate:
     if kinds is None:
         return predicate
     if isinstance(kinds, str):
@@ -247,7 +247,7 @@ def from_row(model: type[M], row: Any, **values: Any) -> M:
     return model(**read, **values)
 
 
-def status_of(row: Any, view: TimeView) -> str:
+def status_of(row: Any, view: TimeView) -> MemoryStatus:
     """A row's status at `view`; `row` reads valid_at, invalid_at, expired_at and archived_at
     by name. Archived: current, but forgotten by maintenance (searched only on request)."""
     if row["expired_at"] is not None and row["expired_at"] <= view.known_at:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -39,7 +39,6 @@ from dspy_memory.store.queries import (
 )
 from dspy_memory.store.runs import WriteRunLog
 from dspy_memory.store.turns import RawTurns, TurnContext
-from dspy_memory.store.writes import MemoryWrites
 from dspy_memory.types import Event, MemoryRecord, Provenance, Scope
 
 
@@ -58,10 +57,10 @@ PROVENANCE_COLUMNS = ", ".join(
 )
 
 
-class Store(MemoryWrites, LifecycleRows, WriteConflicts, AccessStatistics, Inspection):
+class Store(LifecycleRows, WriteConflicts, AccessStatistics, Inspection):
     """One database (a backend: store/backend.py). Schema, transactions, memory reads and
     search; memory writes come from MemoryWrites, the lifecycle's rows (archive, restore,
-    consolidation, settings) from LifecycleRows, the write path's compare-and-set from
+    consolidation, settings) from LifecycleRows (built on MemoryWrites), the write path's compare-and-set from
     WriteConflicts, recall statistics from AccessStatistics, checks and counts from Inspection.
     Episodes, the vector and keyword indexes, erasure, entities, the write-run log, feedback and
     core blocks live in the components `episodes`, `vectors`, `keywords`, `erase`, `graph`,
@@ -77,7 +76,7 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts, AccessStatistics, Inspe
         *,
         busy_timeout_ms: int = 10_000,
         driver: str | None = None,
-        encryption_key: str | None = None,
+        encryption_key: str | Literal[False] | None = None,
         pool_size: int = 10,
         partitions: int = 1,
         exact_max_rows: int = 20_000,
@@ -90,7 +89,8 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts, AccessStatistics, Inspe
         turn_context_gap_minutes: float = 60.0,
     ) -> None:
         """`path`: a SQLite file (or ":memory:") or a postgresql:// URL. `encryption_key`: a
-        passphrase that encrypts a SQLite file (None: $DSPY_MEMORY_ENCRYPTION_KEY, if set)."""
+        passphrase that encrypts a SQLite file (None: $DSPY_MEMORY_ENCRYPTION_KEY, if set; False:
+        a plaintext file, whatever the environment says)."""
         self.backend = open_backend(
             path,
             busy_timeout_ms=busy_timeout_ms,
@@ -187,7 +187,7 @@ class Store(MemoryWrites, LifecycleRows, WriteConflicts, AccessStatistics, Inspe
                 conn.execute("INSERT INTO meta (key, value) VALUES ('embedder_dim', ?)", (str(dim),))
                 self.vectors.create(conn, dim)
                 return
-            if bound_name != name or int(bound_dim) != dim:
+            if bound_name != name or bound_dim is None or int(bound_dim) != dim:
                 raise EmbedderMismatchError(
                     f"{self.path} was built with embedder {bound_name!r} ({bound_dim} dimensions) "
                     f"but was opened with {name!r} ({dim} dimensions).",

@@ -7,12 +7,13 @@ import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import dspy
 
 from dspy_memory.programs.compact import CompactWriter
 from dspy_memory.programs.write import FusedWriter, TwoStepWriter
+from dspy_memory.types import ProgramMode
 
 # Which file holds which program: `write` is the fused writer, `write_compact` the compact one,
 # `extract` and `reconcile` the two steps of TwoStepWriter.
@@ -25,7 +26,7 @@ PROGRAM_FILES = {
     "query": "query.json",
     "consolidate": "consolidate.json",
 }
-WRITERS: dict[str, type[dspy.Module]] = {
+WRITERS: dict[ProgramMode, type[dspy.Module]] = {
     "fused": FusedWriter,
     "two_step": TwoStepWriter,
     "compact": CompactWriter,
@@ -33,9 +34,11 @@ WRITERS: dict[str, type[dspy.Module]] = {
 # Model-string providers of local models, whose context window may be small (older Ollama: 2,048
 # tokens, cut silently): "auto" gives them the compact program.
 LOCAL_PROVIDERS = ("ollama", "ollama_chat")
+# write.mode: a program, or "auto" to choose one per LM (resolve_write_mode).
+ModeSetting = Literal[ProgramMode, "auto"]
 
 
-def resolve_write_mode(mode: str, model: str) -> str:
+def resolve_write_mode(mode: ModeSetting, model: str) -> ProgramMode:
     """The write program a write with the LM `model` (a DSPy model string) runs: `mode` itself,
     or for "auto" "compact" with a local Ollama model and "fused" with any other."""
     if mode != "auto":
@@ -44,7 +47,7 @@ def resolve_write_mode(mode: str, model: str) -> str:
     return "compact" if provider in LOCAL_PROVIDERS and name else "fused"
 
 
-def make_write_program(mode: str) -> dspy.Module:
+def make_write_program(mode: ProgramMode) -> dspy.Module:
     """A write program as shipped, for a resolved mode (see resolve_write_mode)."""
     if mode not in WRITERS:
         raise ValueError(f"unknown write mode {mode!r}; choose one of {', '.join(map(repr, WRITERS))}")
@@ -56,24 +59,26 @@ class WritePrograms:
     when first needed. A caller's own `program` runs for every LM instead; its mode is what its
     class is (a CompactWriter is "compact"), else the configured mode resolved for the LM."""
 
-    def __init__(self, mode: str, programs: Mapping[str, Any] | None = None, *, program: Any = None) -> None:
+    def __init__(
+        self, mode: ModeSetting, programs: Mapping[ProgramMode, Any] | None = None, *, program: Any = None
+    ) -> None:
         self.mode = mode
-        self._programs = dict(programs or {})
+        self._programs: dict[ProgramMode, Any] = dict(programs or {})
         self._program = program
         self._lock = threading.Lock()
 
     @classmethod
-    def of(cls, mode: str, given: Any = None) -> WritePrograms:
+    def of(cls, mode: ModeSetting, given: Any = None) -> WritePrograms:
         """`given` as Memory passes it: WritePrograms (loaded compiled), a module of the caller's
         own, or None (the programs as shipped)."""
         return given if isinstance(given, WritePrograms) else cls(mode, program=given)
 
-    def mode_for(self, model: str) -> str:
+    def mode_for(self, model: str) -> ProgramMode:
         """The mode a write with the LM `model` (a DSPy model string) runs."""
         own = next((mode for mode, cls in WRITERS.items() if isinstance(self._program, cls)), None)
         return own or resolve_write_mode(self.mode, model)
 
-    def program_for(self, mode: str) -> Any:
+    def program_for(self, mode: ProgramMode) -> Any:
         if self._program is not None:
             return self._program
         with self._lock:  # the background writer and callers may ask at once: build one
@@ -82,20 +87,22 @@ class WritePrograms:
             return self._programs[mode]
 
 
-def _parts(program: Any, mode: str) -> dict[str, Any]:
+def _parts(program: Any, mode: ProgramMode) -> dict[str, Any]:
     """The modules of a write program that are compiled and saved separately, by PROGRAM_FILES key."""
     if isinstance(program, TwoStepWriter):
         return {"extract": program.extractor, "reconcile": program.reconciler}
     return {"write_compact" if mode == "compact" else "write": program}
 
 
-def load_write_program(directory: str | os.PathLike[str], mode: str) -> tuple[WritePrograms, dict[str, str]]:
+def load_write_program(
+    directory: str | os.PathLike[str], mode: ModeSetting
+) -> tuple[WritePrograms, dict[str, str]]:
     """The write programs for `mode` with the compiled parts found in `directory` ("auto": the
     fused and the compact one, either may run); returns them and {part: file} of what was loaded."""
     folder = Path(directory)
     if not folder.is_dir():
         raise FileNotFoundError(f"programs folder {str(folder)!r} does not exist")
-    modes = ("fused", "compact") if mode == "auto" else (mode,)
+    modes: tuple[ProgramMode, ...] = ("fused", "compact") if mode == "auto" else (mode,)
     programs = {resolved: make_write_program(resolved) for resolved in modes}
     loaded = {}
     for resolved, program in programs.items():

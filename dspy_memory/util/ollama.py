@@ -125,8 +125,10 @@ def parse_version(version: str | None) -> tuple[int, int, int] | None:
     """(major, minor, patch) of "0.5.7", "v0.4.0-rc1", ...; None when unreadable. Builds from
     source report 0.0.0, which says nothing about features: None too."""
     match = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version or "")
-    parsed = tuple(int(part) for part in match.groups()) if match else None
-    return None if parsed in (None, (0, 0, 0)) else parsed  # type: ignore[return-value]
+    if match is None:
+        return None
+    parsed = (int(match[1]), int(match[2]), int(match[3]))
+    return None if parsed == (0, 0, 0) else parsed
 
 
 def format_for_version(version: str | None) -> OutputFormat:

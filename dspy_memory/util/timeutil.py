@@ -13,6 +13,7 @@ import numbers
 import re
 from collections.abc import Callable
 from datetime import date, datetime, time, timezone
+from typing import overload
 
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.util.text import shown, surrogate_at
@@ -105,11 +106,27 @@ def format_db(moment: datetime) -> str:
     return moment.isoformat(timespec="microseconds") + "Z"
 
 
+@overload
+def to_db(value: TimeLike, *, name: str = ...) -> str: ...
+@overload
+def to_db(value: None, *, name: str = ...) -> None: ...
+@overload
+def to_db(value: TimeLike | None, *, name: str = ...) -> str | None: ...
+
+
 def to_db(value: TimeLike | None, *, name: str = "time") -> str | None:
     """Format a time for storage (None stays None)."""
     if value is None:
         return None
     return format_db(to_datetime(value, name=name))
+
+
+@overload
+def from_db(value: str) -> datetime: ...
+@overload
+def from_db(value: None) -> None: ...
+@overload
+def from_db(value: str | None) -> datetime | None: ...
 
 
 def from_db(value: str | None) -> datetime | None:

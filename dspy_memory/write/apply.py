@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from dspy_memory.embed import Embedder, forget_cached_content
 from dspy_memory.errors import DSPyMemoryError
 from dspy_memory.ops import AppliedOp
@@ -65,7 +67,7 @@ class Seen:
 @dataclass
 class _Batch:
     scope: Scope
-    vectors: dict[int, Any]  # id(PlannedOp) -> embedding of its content
+    vectors: dict[int, np.ndarray]  # id(PlannedOp) -> embedding of its content
     entities: dict[str, str] = field(default_factory=dict)
     changed: list[str] = field(default_factory=list)
 
@@ -109,7 +111,7 @@ class PlanApplier:
         writes = [p for p in plan.ops if p.action in NEEDS_CONTENT]
         # Embedding happens before the transaction: the write lock is held for SQL only.
         texts = [p.content or "" for p in writes] + [turn_text(e) for e in need_turns]
-        vectors = self.embedder.embed(texts) if texts else []
+        vectors: np.ndarray | list[np.ndarray] = self.embedder.embed(texts) if texts else []
         batch = _Batch(scope, {id(p): vector for p, vector in zip(writes, vectors)})
         group = store.audit_log.group("memory_ops", scope=scope, role=ACTOR, details=audit_details)
         with store.transaction():
@@ -135,7 +137,7 @@ class PlanApplier:
                 turns = store.episodes.current_turns(episode_ids)  # as this transaction sees them
                 for episode_id in covered & set(turns):
                     # Raw turns kept while an earlier attempt failed give way to what was extracted.
-                    for turn_id in turns[episode_id]:
+                    for turn_id in turns[episode_id]:  # type: ignore[attr-defined]  # TEMPORARY: store/episodes.py's `list[str]` names EpisodeLog.list (its branch fixes it; then remove this)
                         store.expire(
                             turn_id,
                             scope=None,

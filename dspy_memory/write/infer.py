@@ -17,7 +17,7 @@ from dspy_memory.governance.redact import LM_TEXT_FIELDS, NO_REDACTION, Redactor
 from dspy_memory.ops import FACT_KINDS
 from dspy_memory.read.retrieval import Retriever
 from dspy_memory.store import Store, TimeView
-from dspy_memory.types import AddResult, Episode, LMUsage, MemoryRecord, Scope
+from dspy_memory.types import AddResult, Episode, LMUsage, MemoryRecord, ProgramMode, Scope
 from dspy_memory.util.lm import (
     history_mark,
     lm_call_ids,
@@ -72,7 +72,7 @@ class LMWriter:
             self._programs = WritePrograms.of(self.config.mode, self._programs)
         return self._programs
 
-    def mode_for(self, lm: Any) -> str:
+    def mode_for(self, lm: Any) -> ProgramMode:
         """The write program `lm` runs: write.mode, or for "auto" compact on a local Ollama model."""
         return self.programs.mode_for(lm_name(lm))
 
@@ -134,7 +134,7 @@ class LMWriter:
                     timeout_s=self.config.lm_timeout_s,
                 )
             except WriteProgramError as exc:
-                run.usage = run.usage + (exc.usage or LMUsage())
+                run.usage = run.usage + (exc.usage if isinstance(exc.usage, LMUsage) else LMUsage())
                 return self._fail(episodes, run, str(exc))
             run.usage = run.usage + spent
             run.proposed, plan, requests = self._plan(list(prediction.ops or []), candidates, spoken, scope)

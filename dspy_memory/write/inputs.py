@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dspy_memory.errors import InvalidInputError
-from dspy_memory.types import EPISODE_SOURCES, INT64_MAX, INT64_MIN, Episode, Scope
+from dspy_memory.types import (
+    EPISODE_SOURCES,
+    INT64_MAX,
+    INT64_MIN,
+    Episode,
+    EpisodeSource,
+    EpisodeStatus,
+    Scope,
+)
 from dspy_memory.util.text import shown, valid_text
 from dspy_memory.util.timeutil import TimeLike, to_datetime, utcnow
 
@@ -88,7 +96,7 @@ _MESSAGE_KEYS = {"role", "content", "name", "metadata", "at", "source"}
 
 @dataclass
 class Draft:
-    source: str
+    source: EpisodeSource
     content: str
     role: str | None = None
     name: str | None = None
@@ -177,7 +185,7 @@ def episodes_from_input(
     metadata: Any = None,
     at: TimeLike | None = None,
     infer: bool = False,
-    status: str = "pending",
+    status: EpisodeStatus = "pending",
     redact: Redactor | None = None,
 ) -> list[Episode]:
     """The episodes to persist for what `Memory.add` got: one per message, in the scope, with

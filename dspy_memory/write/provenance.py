@@ -17,7 +17,7 @@ from dspy_memory.store import Store
 from dspy_memory.store.audit_log import scope_of
 from dspy_memory.store.feedback import NewFeedback
 from dspy_memory.store.runs import WITHHELD, RunCandidate, RunOp
-from dspy_memory.types import LMUsage, MemoryRecord, Scope
+from dspy_memory.types import LMUsage, MemoryRecord, ProgramMode, Scope
 from dspy_memory.util.lm import lm_name
 from dspy_memory.write.apply import Made
 from dspy_memory.write.validate import Plan
@@ -29,7 +29,7 @@ class RunDraft:
     answer of its last attempt (a conflict plans again), and the plan validation made of it."""
 
     scope: Scope
-    mode: str
+    mode: ProgramMode
     episode_ids: list[str]
     lm: Any
     started_at: str

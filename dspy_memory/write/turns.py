@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from dspy_memory.embed import Embedder
 from dspy_memory.store import NewMemory, Store, TimeView
 from dspy_memory.types import Episode, MemoryRecord, Scope
@@ -36,7 +38,8 @@ class TurnWriter:
         already = self._store.episodes.with_memories(ids)
         todo = [episode for episode in episodes if episode.content.strip() and episode.id not in already]
         try:
-            vectors = self._embedder.embed([turn_text(episode) for episode in todo]) if todo else []
+            texts = [turn_text(episode) for episode in todo]
+            vectors: np.ndarray | list[np.ndarray] = self._embedder.embed(texts) if texts else []
         except Exception as exc:
             reason = f"{error}; " if error else ""
             self._store.episodes.mark(ids, "failed", error=reason + short_error(exc))

@@ -225,10 +225,13 @@ def plan_ops(
             deletes += 1
         if action == "DELETE":
             came_from: list[str] = []
+        elif content is not None:
+            came_from = sources.of(content)
         else:
-            came_from = sources.of(content if content is not None else target.content)  # type: ignore[union-attr]
-            if action == "UPDATE":
-                came_from = came_from[:1]  # an update records one source, with its event
+            assert target is not None, "an operation without content acts on a target"
+            came_from = sources.of(target.content)
+        if action == "UPDATE":
+            came_from = came_from[:1]  # an update records one source, with its event
         said_at = sources.said_at(came_from)
         valid_at = _as_said(lm_date(op.valid_at), said_at)
         invalid_at = lm_date(op.invalid_at)

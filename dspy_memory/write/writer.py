@@ -26,8 +26,10 @@ from dspy_memory.types import (
     AddResult,
     DeleteResult,
     Episode,
+    EpisodeStatus,
     FeedbackRecord,
     MemoryRecord,
+    ProgramMode,
     Scope,
     WriteMode,
 )
@@ -75,12 +77,12 @@ class Writer:
         """The program of the configured mode ("auto": the one a cloud LM runs)."""
         return self.program_for(self.mode_for(None))
 
-    def program_for(self, mode: str) -> Any:
+    def program_for(self, mode: ProgramMode) -> Any:
         """The write program of `mode` ("fused", "compact", "two_step") as loaded (compiled, if
         a compiled one was found)."""
         return self.lm_writer.programs.program_for(mode)
 
-    def mode_for(self, lm: Any) -> str:
+    def mode_for(self, lm: Any) -> ProgramMode:
         """The write program `lm` runs: write.mode, or for "auto" compact on a local Ollama model."""
         return self.lm_writer.mode_for(lm)
 
@@ -94,7 +96,7 @@ class Writer:
         metadata: Mapping[str, Any] | None = None,
         at: TimeLike | None = None,
         infer: bool = False,
-        status: str = "pending",
+        status: EpisodeStatus = "pending",
     ) -> list[Episode]:
         """Write the input as episodes, in their own transaction, before any processing
         (status "done" keeps them in the log only, with no memories to make)."""
@@ -160,7 +162,7 @@ class Writer:
             episodes = self.store.episodes.get_many([episode.id for episode in episodes])
         except Exception:  # the file cannot be read either: the episodes as they were queued
             pass
-        mode = cast(WriteMode, self.mode_for(lm)) if lm is not None else "raw"
+        mode: WriteMode = self.mode_for(lm) if lm is not None else "raw"
         return AddResult(episodes=list(episodes), mode=mode, error=short_error(exc, limit=1000))
 
     def resume(

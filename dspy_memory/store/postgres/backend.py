@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dspy_memory.errors import ExtensionLoadError, MemoryFileError
 from dspy_memory.store.postgres.connection import Connections
 from dspy_memory.store.postgres.keywords import KeywordIndex
 from dspy_memory.store.postgres.schema import lock_key, migrate
 from dspy_memory.store.postgres.vectors import VectorIndex
+
+if TYPE_CHECKING:
+    import psycopg
 
 INSTALL = 'install the PostgreSQL backend with: pip install "dspy-memory[postgres]"'
 
@@ -47,21 +50,26 @@ class PostgresJson:
         return "jsonb_exists(m.metadata::jsonb, ?)", [key]
 
 
+def _value(raw: psycopg.Connection[tuple[Any, ...]], sql: str) -> Any:
+    """The value of a query that always returns one row of one column."""
+    row = raw.execute(sql).fetchone()
+    assert row is not None, f"no row from {sql}"
+    return row[0]
+
+
 def probe(url: str) -> dict[str, Any]:
     """What `dspy-memory doctor` reports of a server, changing nothing: its version, pgvector
     (installed in the database, or only available), the store's schema version (None: none yet)."""
     import psycopg
 
     with psycopg.connect(url, autocommit=True, connect_timeout=5) as raw:
-        server = raw.execute("SHOW server_version").fetchone()[0]
+        server = _value(raw, "SHOW server_version")
         installed = raw.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
         available = raw.execute(
             "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"
         ).fetchone()
-        has_schema = raw.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()[0]
-        version = (
-            raw.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] if has_schema else None
-        )
+        has_schema = _value(raw, "SELECT to_regclass('schema_migrations') IS NOT NULL")
+        version = _value(raw, "SELECT max(version) FROM schema_migrations") if has_schema else None
     return {
         "server": server,
         "pgvector": installed[0] if installed else None,

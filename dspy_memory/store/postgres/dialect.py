@@ -112,14 +112,14 @@ def prepared(translated: Translated, params: Any) -> tuple[str, Any]:
     return _with_nulls(translated.sql, nulls), [value for i, value in enumerate(params) if i not in dropped]
 
 
-class Row(tuple):
+class Row(tuple[Any, ...]):
     """A row read by column name (row["content"]) or position, like sqlite3.Row."""
 
     __slots__ = ()
     _index: dict[str, int] = {}
     _names: tuple[str, ...] = ()
 
-    def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
+    def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
             return tuple.__getitem__(self, self._index[key])
         return tuple.__getitem__(self, key)

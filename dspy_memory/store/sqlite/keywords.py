@@ -182,6 +182,7 @@ class KeywordIndex:
         # intersecting with its huge token list costs more than it saves (the SQL filter on
         # `memories` enforces the scope either way). An unknown share keeps the filter and
         # budgets as if the scope were the whole index.
+        use_tokens: list[str] | None
         if scope_rows is None:
             share, scope_rows, use_tokens = 1.0, total_rows, tokens
         else:

@@ -18,7 +18,7 @@ import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 import numpy as np
 
@@ -77,7 +77,9 @@ class CodeCache:
         self._blocks: OrderedDict[str, _CodeBlock] = OrderedDict()
         self._lock = threading.Lock()
 
-    def _fetch(self, conn: Any, partition: str, after_row_id: int) -> tuple[np.ndarray, ...]:
+    def _fetch(
+        self, conn: Any, partition: str, after_row_id: int
+    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
         rows = conn.execute(
             "SELECT row_id, code, agent_id, run_id FROM memory_vectors "
             "WHERE partition_key = ? AND row_id > ? ORDER BY row_id",
@@ -275,7 +277,8 @@ class VectorIndex:
         state = self.state(conn, partition)
         return state.total_rows, state.rows
 
-    def _uses_cache(self, partition: str | None, row_count: int) -> bool:
+    def _uses_cache(self, partition: str | None, row_count: int) -> TypeGuard[str]:
+        # True only for a partition (str): the cache holds blocks per partition.
         return partition is not None and row_count >= self.cache_min_rows and self.cache.max_rows > 0
 
     def coarse(
@@ -334,7 +337,7 @@ class VectorIndex:
         ceiling = row_count if self._uses_cache(partition, row_count) else min(row_count, VEC_K_MAX)
         count = min(max(coarse, n), ceiling)
         while True:
-            coarse = self.coarse(
+            nearest = self.coarse(
                 conn,
                 query_code,
                 count,
@@ -348,9 +351,9 @@ class VectorIndex:
             rows = conn.execute(
                 f"SELECT v.embedding, {SIGNAL_COLUMNS} FROM {CANDIDATES_FROM} "
                 f"CROSS JOIN memory_vectors v ON v.row_id = m.row_id WHERE {predicate}",
-                [reference, json.dumps([row_id for row_id, _ in coarse]), *params],
+                [reference, json.dumps([row_id for row_id, _ in nearest]), *params],
             ).fetchall()
-            exhausted = len(coarse) < count or count >= ceiling
+            exhausted = len(nearest) < count or count >= ceiling
             # Filters that reject most coarse candidates: widen the coarse pass and retry.
             if len(rows) >= n or exhausted:
                 break
