@@ -2,29 +2,19 @@
 
 from __future__ import annotations
 
-import difflib
-import functools
 import logging
 import os
 from collections.abc import Mapping
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AliasChoices, ConfigDict, Field, SecretStr, field_validator
 
-from dspy_memory.config_errors import CheckedSettings, embedder_spec, toml_errors
-
-try:  # Python >= 3.11
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
-
+from dspy_memory.config_errors import CheckedSettings, embedder_spec
 from dspy_memory.tool_settings import ToolSettings
 
 logger = logging.getLogger("dspy_memory")
 
-ENV_PREFIX = "DSPY_MEMORY_"
 
 
 class RetrievalConfig(CheckedSettings):
@@ -304,7 +294,9 @@ class MemoryConfig(CheckedSettings):
     @classmethod
     def from_toml(cls, path: str | os.PathLike[str], **overrides: Any) -> MemoryConfig:
         """Read a TOML file; settings may sit at top level or under a [dspy_memory] table."""
-        return cls.model_validate(_merge(_toml_settings(Path(path)), overrides))
+        from dspy_memory.config_sources import merge, toml_settings
+
+        return cls.model_validate(merge(toml_settings(Path(path)), overrides))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> MemoryConfig:
@@ -315,86 +307,7 @@ class MemoryConfig(CheckedSettings):
         `overrides` override both. Other DSPY_MEMORY_* variables (the scripts' DSPY_MEMORY_VENV,
         the store's DSPY_MEMORY_SQLITE_DRIVER) are not settings; unknown ones are warned about.
         """
+        from dspy_memory.config_sources import read_environment
+
         env = os.environ if environ is None else environ
-        toml_path = env.get(ENV_PREFIX + "CONFIG")
-        from_file = _toml_settings(Path(toml_path)) if toml_path else {}
-        _warn_unknown(env)
-        token = _ENVIRON.set((env, from_file))
-        try:
-            loaded = _env_settings_class()(**overrides)
-        finally:
-            _ENVIRON.reset(token)
-        return cls.model_validate(loaded.model_dump())
-
-
-# DSPY_MEMORY_* variables that are not settings: read by the set-up scripts and by the store.
-OTHER_VARIABLES = frozenset({"CONFIG", "VENV", "SQLITE_DRIVER"})
-_ENVIRON: ContextVar[tuple[Mapping[str, str], dict[str, Any]]] = ContextVar("dspy_memory_environ")
-
-
-@functools.cache
-def _env_settings_class() -> type[MemoryConfig]:
-    """MemoryConfig as a pydantic-settings class reading the mapping in _ENVIRON (built on
-    first use: pydantic-settings costs ~35 ms to import, and most programs never read env)."""
-    from pydantic_settings import BaseSettings, EnvSettingsSource, InitSettingsSource, SettingsConfigDict
-    from pydantic_settings.sources.utils import parse_env_vars
-
-    class MappingEnvSource(EnvSettingsSource):
-        """Environment variables from a given mapping, so from_env(environ) needs no os.environ."""
-
-        def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
-            self._environ = environ
-            super().__init__(settings_cls)
-
-        def _load_env_vars(self) -> Mapping[str, str | None]:
-            # The extension point pydantic-settings' own DotEnvSettingsSource overrides.
-            return parse_env_vars(
-                self._environ, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str
-            )
-
-    class FromEnv(BaseSettings, MemoryConfig):
-        model_config = SettingsConfigDict(
-            env_prefix=ENV_PREFIX,
-            env_nested_delimiter="__",
-            extra="ignore",
-            nested_model_default_partial_update=True,
-        )
-
-        @classmethod
-        def settings_customise_sources(
-            cls, settings_cls: type[BaseSettings], init_settings: Any, **_: Any
-        ) -> tuple[Any, ...]:
-            environ, from_file = _ENVIRON.get()
-            toml = InitSettingsSource(settings_cls, init_kwargs=from_file)
-            return init_settings, MappingEnvSource(settings_cls, environ), toml
-
-    return FromEnv
-
-
-def _toml_settings(path: Path) -> dict[str, Any]:
-    with open(path, "rb") as handle, toml_errors(path):
-        loaded = tomllib.load(handle)
-    return loaded.get("dspy_memory", loaded)
-
-
-def _warn_unknown(env: Mapping[str, str]) -> None:
-    fields = {name.upper() for name in MemoryConfig.model_fields}
-    for key in env:
-        if not key.startswith(ENV_PREFIX):
-            continue
-        name = key[len(ENV_PREFIX) :]
-        if name.split("__")[0] in fields or name in OTHER_VARIABLES:
-            continue
-        close = difflib.get_close_matches(name, [*fields, *OTHER_VARIABLES], n=1)
-        hint = f"; did you mean {ENV_PREFIX}{close[0]}?" if close else ""
-        logger.warning("%s is not a dspy-memory setting and is ignored%s", key, hint)
-
-
-def _merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
+        return cls.model_validate(read_environment(cls, env, overrides))

@@ -33,7 +33,7 @@ ANSWER_TOKENS = 1024
 
 
 def _exists(db: str) -> bool:
-    from dspy_memory.store.backend import is_postgres_url
+    from dspy_memory.util.text import is_postgres_url
 
     if is_postgres_url(db):
         from dspy_memory.store.postgres.backend import probe

@@ -508,6 +508,7 @@ class Memory:
 
     def lifecycle_settings(
         self,
+        /,
         *,
         user_id: str | None = None,
         agent_id: str | None = None,

@@ -4,6 +4,7 @@ are always placed first in context. The developer defines them; agents edit them
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Mapping
 from typing import Any, overload
@@ -154,7 +155,7 @@ class CoreMemory:
         self,
         label: str,
         **scope: Unpack[ScopeArgs],
-    ) -> list[BlockVersion]:
+    ) -> builtins.list[BlockVersion]:
         return self._store.blocks.history(_label(label), self._scopes.exact("blocks.history", scope))
 
     def delete(

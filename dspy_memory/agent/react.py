@@ -9,6 +9,7 @@ background, so the next run can learn from this one.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import dspy
@@ -39,7 +40,7 @@ class MemoryReAct(dspy.Module):
         signature: str | type[dspy.Signature],
         *,
         memory: Memory,
-        tools: list[Any] = (),  # type: ignore[assignment]
+        tools: Sequence[Any] = (),
         allow: list[str] | None = None,
         allow_forget: bool = False,
         allow_feedback: bool = False,

@@ -30,7 +30,7 @@ def add_audit_command(command: Any) -> None:
 
 
 def _open_store(db: str) -> Any:
-    from dspy_memory.store.backend import is_postgres_url
+    from dspy_memory.util.text import is_postgres_url
     from dspy_memory.store.store import Store
 
     if is_postgres_url(db):

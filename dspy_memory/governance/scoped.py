@@ -66,7 +66,7 @@ def _through(method: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[A
     def call(self: _Bound, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return getattr(self._target, name)(*args, **self._ids(name, dict(kwargs)))
 
-    return call  # type: ignore[return-value]
+    return call
 
 
 class ScopedBlocks(_Bound):

@@ -118,13 +118,14 @@ def wait_on_loop(
         return await asyncio.wait_for(make(), timeout_s)
 
     def start() -> None:
-        task = loop.create_task(awaited(), context=context)
+        # Made inside `context.run`, the task runs in a copy of this thread's context.
+        task = context.run(loop.create_task, awaited())
 
         def settle(finished: asyncio.Task[R]) -> None:
             if finished.cancelled():
                 done.set_exception(asyncio.CancelledError("the event loop cancelled the LM call"))
             elif finished.exception() is not None:
-                done.set_exception(finished.exception())  # type: ignore[arg-type]  # checked just above
+                done.set_exception(finished.exception())
             else:
                 done.set_result(finished.result())
 

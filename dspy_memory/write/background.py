@@ -152,9 +152,11 @@ class BackgroundWriter:
                     return key, batch
                 if self._closed:
                     return None
+                timeout = min(waits.values(), default=None)
                 if self._periodic is not None and not self._flushing:
-                    waits["periodic"] = max(0.0, self._periodic_due - now)  # type: ignore[index]
-                self._cond.wait(timeout=min(waits.values()) if waits else None)
+                    periodic = max(0.0, self._periodic_due - now)
+                    timeout = periodic if timeout is None else min(timeout, periodic)
+                self._cond.wait(timeout=timeout)
 
     def _run(self) -> None:
         while True:
