@@ -16,7 +16,6 @@ from dspy_memory.tool_settings import ToolSettings
 logger = logging.getLogger("dspy_memory")
 
 
-
 class RetrievalConfig(CheckedSettings):
     """Weights and sizes of the read path (see docs/retrieval.md)."""
 

@@ -682,7 +682,11 @@ class Memory:
         self._first_use()
         self.store.check_open()
         return import_file(
-            self.store, self.embedder, file_argument(path, "path"), reembed=reembed, redact=self._writer.redact
+            self.store,
+            self.embedder,
+            file_argument(path, "path"),
+            reembed=reembed,
+            redact=self._writer.redact,
         )
 
     # -- the file ------------------------------------------------------------------------------

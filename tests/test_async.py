@@ -28,7 +28,12 @@ LM_SECONDS = 0.5
 USERS = ("ada", "bob", "cy")
 FACTS = {
     f"{user} moved to Denver in 2024.": [
-        {"content": f"{user.title()} lives in Denver.", "subject": user, "predicate": "lives_in", "object": "Denver"}
+        {
+            "content": f"{user.title()} lives in Denver.",
+            "subject": user,
+            "predicate": "lives_in",
+            "object": "Denver",
+        }
     ]
     for user in USERS
 }
@@ -86,7 +91,10 @@ def test_three_users_aadd_together_take_about_as_long_as_one_and_never_stall_the
 
     async def three() -> tuple[float, float]:
         heartbeat = Heartbeat()
-        adds = [slow_memory.aadd(f"{user} moved to Denver in 2024.", user_id=user) for user in ("bob", "cy", "ada")]
+        adds = [
+            slow_memory.aadd(f"{user} moved to Denver in 2024.", user_id=user)
+            for user in ("bob", "cy", "ada")
+        ]
         results, seconds = await heartbeat.around(asyncio.gather(*adds))
         assert all(result.error is None and result.ops for result in results)
         return seconds, heartbeat.stall
@@ -133,7 +141,10 @@ def test_awaitable_calls_carry_the_callers_context(tmp_path):
     with Memory(str(tmp_path / "m.db"), embedder=HashEmbedder(64)) as memory:
 
         async def main() -> Any:
-            with dspy.context(lm=scripted_lm(oracle_responder(FACTS))), memory.acting_as("bot", request_id="r1"):
+            with (
+                dspy.context(lm=scripted_lm(oracle_responder(FACTS))),
+                memory.acting_as("bot", request_id="r1"),
+            ):
                 return await memory.aadd("cy moved to Denver in 2024.", user_id="cy")
 
         result = asyncio.run(main())
@@ -180,7 +191,9 @@ def test_a_scoped_handle_has_the_awaitable_forms_and_keeps_its_wall(tmp_path):
 
 def _public_methods(cls: type) -> set[str]:
     return {name for name, value in vars(cls).items() if not name.startswith("_") and callable(value)} | {
-        name for name, value in vars(cls).items() if isinstance(value, staticmethod) and not name.startswith("_")
+        name
+        for name, value in vars(cls).items()
+        if isinstance(value, staticmethod) and not name.startswith("_")
     }
 
 
@@ -201,7 +214,9 @@ def test_every_public_method_is_forwarded_by_a_scoped_handle_or_excluded_with_a_
     absent = sorted(
         name
         for name in public
-        if not hasattr(ScopedMemory, name) and name not in NOT_SCOPED and name.removeprefix("a") not in NOT_SCOPED
+        if not hasattr(ScopedMemory, name)
+        and name not in NOT_SCOPED
+        and name.removeprefix("a") not in NOT_SCOPED
     )
     assert absent == [], f"Memory methods a scoped handle lacks, with no reason in NOT_SCOPED: {absent}"
     assert not set(NOT_SCOPED) - public, "NOT_SCOPED names a method Memory no longer has"
@@ -223,15 +238,21 @@ def test_react_acall_with_memory_tools_runs_three_users_together_without_stallin
         return None
 
     def write(turns: list[dict[str, Any]], existing: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [{"action": "ADD", "content": turn["text"], "subject": "user", "predicate": "said"} for turn in turns]
+        return [
+            {"action": "ADD", "content": turn["text"], "subject": "user", "predicate": "said"}
+            for turn in turns
+        ]
 
-    lm = scripted_agent_lm(plan, lambda question, trajectory: "Noted.", write=write, model="scripted/slow-agent")
+    lm = scripted_agent_lm(
+        plan, lambda question, trajectory: "Noted.", write=write, model="scripted/slow-agent"
+    )
     lm.engine.delay_s = LM_SECONDS
 
     with dspy.context(lm=lm), Memory(str(tmp_path / "m.db"), embedder=HashEmbedder(64)) as memory:
         memory.add("warm-up", user_id="nobody", infer=False)
         agents = {
-            user: dspy.ReAct("question -> answer", tools=memory.tools(user_id=user), max_iters=4) for user in USERS
+            user: dspy.ReAct("question -> answer", tools=memory.tools(user_id=user), max_iters=4)
+            for user in USERS
         }
 
         async def one() -> float:
@@ -256,7 +277,9 @@ def test_react_acall_with_memory_tools_runs_three_users_together_without_stallin
 
 def test_every_public_method_is_in_the_api_page():
     page = (ROOT / "docs" / "api.md").read_text()
-    sync = {name for name in _public_methods(Memory) if not inspect.iscoroutinefunction(getattr(Memory, name))}
+    sync = {
+        name for name in _public_methods(Memory) if not inspect.iscoroutinefunction(getattr(Memory, name))
+    }
     undocumented = sorted(name for name in sync if f"`{name}(" not in page)
     assert undocumented == [], f"docs/api.md does not document {undocumented}"
     for name in NOT_AWAITABLE:

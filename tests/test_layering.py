@@ -133,7 +133,11 @@ def reaches_past_the_facade(package: Path) -> list[str]:
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if not isinstance(node, ast.Attribute):
                     continue
-                private = node.attr.startswith("_") and not node.attr.startswith("__") and node.attr not in PUBLIC_UNDERSCORED
+                private = (
+                    node.attr.startswith("_")
+                    and not node.attr.startswith("__")
+                    and node.attr not in PUBLIC_UNDERSCORED
+                )
                 own = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
                 if (private and not own) or (node.attr == "store" and name not in STORE_USERS and not own):
                     found.append(f"{name}:{node.lineno} .{node.attr}")
@@ -160,6 +164,8 @@ def test_the_clients_contract_catches_a_planted_store_import(tmp_path):
     shutil.copytree(PACKAGE, tmp_path / "dspy_memory", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     path = tmp_path / "dspy_memory" / "server" / "routes.py"
-    path.write_text(path.read_text(encoding="utf-8") + "from dspy_memory.store.keys import KeyStore  # planted\n")
+    path.write_text(
+        path.read_text(encoding="utf-8") + "from dspy_memory.store.keys import KeyStore  # planted\n"
+    )
     result = lint_imports(tmp_path)
     assert "dspy_memory.server.routes -> dspy_memory.store.keys" in result.stdout

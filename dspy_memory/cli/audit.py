@@ -30,8 +30,8 @@ def add_audit_command(command: Any) -> None:
 
 
 def _open_store(db: str) -> Any:
-    from dspy_memory.util.text import is_postgres_url
     from dspy_memory.store.store import Store
+    from dspy_memory.util.text import is_postgres_url
 
     if is_postgres_url(db):
         return Store(db)

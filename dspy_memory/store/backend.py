@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from dspy_memory.util.text import is_postgres_url
 from dspy_memory.store.queries import Candidate
+from dspy_memory.util.text import is_postgres_url
 
 NO_USER = ""  # the vector partition of memories without a user_id (never a valid user id)
 # The schema version after which the Store builds the keyword contexts of the raw turns a

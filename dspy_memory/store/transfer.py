@@ -34,10 +34,10 @@ import numpy as np
 
 from dspy_memory.errors import DSPyMemoryError
 from dspy_memory.store import checksums
-from dspy_memory.util.text import is_postgres_url
 from dspy_memory.store.checksums import TABLES, Table
 from dspy_memory.store.exchange_import import insert_rows, keyword_entries
 from dspy_memory.store.store import Store
+from dspy_memory.util.text import is_postgres_url
 
 BATCH_SIZE = 1000
 MARKER = "migrating_from"  # meta key of a destination the copy is not finished in

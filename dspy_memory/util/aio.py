@@ -87,7 +87,9 @@ def awaitable(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S,
     call.__name__ = "a" + method.__name__
     owner, _, _ = method.__qualname__.rpartition(".")
     call.__qualname__ = f"{owner}.{call.__name__}" if owner else call.__name__
-    call.__doc__ = f"Awaitable `{method.__name__}()`: the same call, run off the event loop.\n\n{method.__doc__ or ''}"
+    call.__doc__ = (
+        f"Awaitable `{method.__name__}()`: the same call, run off the event loop.\n\n{method.__doc__ or ''}"
+    )
     return call
 
 

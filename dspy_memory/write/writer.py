@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from dspy_memory.config import WriteConfig
 from dspy_memory.embed import Embedder, forget_cached_content
