@@ -220,6 +220,10 @@ def test_every_public_method_is_forwarded_by_a_scoped_handle_or_excluded_with_a_
     )
     assert absent == [], f"Memory methods a scoped handle lacks, with no reason in NOT_SCOPED: {absent}"
     assert not set(NOT_SCOPED) - public, "NOT_SCOPED names a method Memory no longer has"
+    for name in public & set(vars(ScopedMemory)):
+        assert inspect.iscoroutinefunction(getattr(ScopedMemory, name)) == inspect.iscoroutinefunction(
+            getattr(Memory, name)
+        ), name
     assert all(reason.strip() for reason in NOT_SCOPED.values())
 
 

@@ -11,8 +11,9 @@ forgotten or wrong id; it is not a sandbox against code that holds the Memory it
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
-from typing import Any, Concatenate, TypeVar
+from typing import Any, Concatenate, TypeVar, cast
 
 from typing_extensions import ParamSpec, Unpack
 
@@ -61,6 +62,14 @@ def _through(method: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[A
     """`method` of the handle's target, called with the handle's ids (same signature, same
     docstring: IDEs and help() show Memory's)."""
     name = method.__name__
+    if inspect.iscoroutinefunction(method):
+        # An awaitable form stays a coroutine function (frameworks ask inspect which it is).
+
+        @functools.wraps(method)
+        async def awaited(self: _Bound, /, *args: P.args, **kwargs: P.kwargs) -> Any:
+            return await getattr(self._target, name)(*args, **self._ids(name, dict(kwargs)))
+
+        return cast(Callable[Concatenate[Any, P], R], awaited)
 
     @functools.wraps(method)
     def call(self: _Bound, /, *args: P.args, **kwargs: P.kwargs) -> R:
