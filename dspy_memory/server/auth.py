@@ -14,7 +14,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import Request, Security
 from fastapi.responses import JSONResponse
@@ -32,9 +32,8 @@ from dspy_memory.errors import (
     WriteConflictError,
     WriteProgramError,
 )
+from dspy_memory.server.key_record import SCOPE_FIELDS
 from dspy_memory.store.keys import ApiKey
-
-SCOPE_FIELDS = ("user_id", "agent_id", "run_id")
 
 
 class ServiceError(Exception):
@@ -104,7 +103,9 @@ class Caller:
         scope = self.scope(named)
         if self.key is not None and self.key.scope is None and not any(scope.values()):
             raise ServiceError(
-                403, "scope_required", "this admin key has no scope of its own: name user_id, agent_id or run_id"
+                403,
+                "scope_required",
+                "this admin key has no scope of its own: name user_id, agent_id or run_id",
             )
         return scope
 
@@ -145,13 +146,15 @@ def token_of(request: Request) -> str | None:
 
 # The two ways a request carries its key, as OpenAPI security schemes (either one will do).
 API_KEY_HEADER = APIKeyHeader(name="X-API-Key", auto_error=False, description="an API key: dm_...")
-BEARER = HTTPBearer(auto_error=False, description="an API key as a bearer token: Authorization: Bearer dm_...")
+BEARER = HTTPBearer(
+    auto_error=False, description="an API key as a bearer token: Authorization: Bearer dm_..."
+)
 
 
 def authenticate(
     request: Request,
-    _header: str | None = Security(API_KEY_HEADER),
-    _bearer: HTTPAuthorizationCredentials | None = Security(BEARER),
+    _header: Annotated[str | None, Security(API_KEY_HEADER)] = None,
+    _bearer: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
 ) -> Caller:
     """The caller of a route (FastAPI dependency; the two parameters put the key's schemes in
     the OpenAPI document, token_of reads the key)."""

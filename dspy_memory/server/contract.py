@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from dspy_memory.server.auth import error_response
-from dspy_memory.server.models import ErrorBody
+from dspy_memory.server.models import MEMORY_ID_PATTERN, ErrorBody
 
 logger = logging.getLogger("dspy_memory")
 
@@ -60,6 +60,53 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: {"model": ErrorBody, "description": _MEANING[status]} for status in sorted(set(statuses))}
 
 
+ADMIN_ONLY = {"x-admin-only": True}  # and the description says so; 403 admin_required otherwise
+ADMIN_NOTE = "Needs an admin API key (else 403 `admin_required`)."
+
+
+def _exploded(name: str, description: str, schema: dict[str, Any], *, required: bool) -> dict[str, Any]:
+    """One query parameter that is an object, sent as its fields (`?a=1&b=2`): how OpenAPI says
+    which query fields go together (parameters alone cannot say "one of" or "at least one")."""
+    parameter = dict(name=name, description=description, required=required, style="form", explode=True)
+    return {"parameters": [{**parameter, "in": "query", "schema": {"type": "object", **schema}}]}
+
+
+TIMELINE_FACT = _exploded(
+    "fact",
+    "The fact to follow: `subject`, `predicate` (e.g. lives_in) or both.",
+    {
+        "properties": {"subject": {"type": "string"}, "predicate": {"type": "string"}},
+        "additionalProperties": False,
+        "minProperties": 1,
+    },
+    required=True,
+)
+GRAPH_FOCUS = _exploded(
+    "focus",
+    "The graph around an `entity` (by name) or a memory (`memory_id`: its entities), not both; "
+    "neither: the whole scope.",
+    {
+        "properties": {
+            "entity": {"type": "string"},
+            "memory_id": {"type": "string", "pattern": MEMORY_ID_PATTERN},
+        },
+        "additionalProperties": False,
+        "maxProperties": 1,
+    },
+    required=False,
+)
+
+
+def links(**targets: dict[str, str]) -> dict[str, Any]:
+    """OpenAPI links from a route's 200 answer to other routes (by operationId), e.g. from an
+    added memory to reading it: the stateful contract test follows them."""
+    links = {name: {"operationId": name, "parameters": parameters} for name, parameters in targets.items()}
+    return {"responses": {"200": {"links": links}}}
+
+
+ADDED_MEMORY = {"memory_id": "$response.body#/memories/0/id"}
+
+
 def _code(status: int) -> str:
     if status in HTTP_CODES:
         return HTTP_CODES[status]
@@ -95,7 +142,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         if any(error.get("type") == "json_invalid" for error in exc.errors()):
-            return error_response(400, "malformed_body", f"the body is not valid JSON: {_validation_message(exc)}")
+            return error_response(
+                400, "malformed_body", f"the body is not valid JSON: {_validation_message(exc)}"
+            )
         return error_response(422, "invalid_request", _validation_message(exc))
 
     @app.exception_handler(StarletteHTTPException)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import date
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, model_validator
 from typing_extensions import TypeAliasType, TypedDict
@@ -27,9 +27,7 @@ from dspy_memory.util.timeutil import to_datetime
 
 # Text with a character Python's str.strip() keeps (JSON Schema's \S differs: it counts U+0085
 # and U+001C-U+001F as text, U+FEFF as a space). Patterns search, so one such character will do.
-NOT_BLANK = (
-    r"[^\u0009-\u000d\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
-)
+NOT_BLANK = r"[^\u0009-\u000d\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 ScopeId = Annotated[
     str,
     Field(min_length=1, max_length=256, pattern=NOT_BLANK, description="an id of the scope (not blank)"),
@@ -101,8 +99,8 @@ When = Annotated[
 SAFE_INTEGER = 2**53 - 1
 SafeInt = Annotated[int, Field(ge=-SAFE_INTEGER, le=SAFE_INTEGER)]
 SafeFloat = Annotated[float, Field(ge=-SAFE_INTEGER, le=SAFE_INTEGER)]
-Scalar = Union[None, StrictBool, SafeInt, SafeFloat, str]
-JsonValue = TypeAliasType("JsonValue", "Union[Scalar, list[JsonValue], dict[str, JsonValue]]")  # type: ignore[misc]
+Scalar = None | StrictBool | SafeInt | SafeFloat | str
+JsonValue = TypeAliasType("JsonValue", "Scalar | list[JsonValue] | dict[str, JsonValue]")  # type: ignore[misc]
 JsonObject = dict[str, JsonValue]
 
 
@@ -111,7 +109,9 @@ class _Body(BaseModel):
 
 
 class ErrorDetail(BaseModel):
-    code: str = Field(description="a stable snake_case code (docs/server.md#errors)", examples=["invalid_request"])
+    code: str = Field(
+        description="a stable snake_case code (docs/server.md#errors)", examples=["invalid_request"]
+    )
     message: str = Field(description="what went wrong and what to do, for people")
 
 
@@ -146,16 +146,18 @@ def _some_operator(value: Any) -> Any:
 
 
 FILTER_KEY = r'^[^"\\]{1,200}$'  # a metadata key the filter SQL can quote
-Condition = Union[
-    Scalar,
-    Annotated[Operators, AfterValidator(_some_operator), Field(json_schema_extra={"minProperties": 1})],
-]
+Condition = (
+    Scalar
+    | Annotated[Operators, AfterValidator(_some_operator), Field(json_schema_extra={"minProperties": 1})]
+)
 
 
 def _filter_keys(filters: dict[str, Any]) -> dict[str, Any]:
     for key in filters:
         if not re.fullmatch(FILTER_KEY, key):
-            raise ValueError(f"a filter key is 1-200 characters without quotes or backslashes, not {key[:40]!r}")
+            raise ValueError(
+                f"a filter key is 1-200 characters without quotes or backslashes, not {key[:40]!r}"
+            )
     return filters
 
 
@@ -273,7 +275,7 @@ def _says_something(messages: list[Any]) -> list[Any]:
 
 
 Messages = Annotated[
-    list[Union[Text, Message]],
+    list[Text | Message],
     AfterValidator(_says_something),
     Field(
         min_length=1,
@@ -291,7 +293,7 @@ Messages = Annotated[
 
 
 class AddRequest(Scoped):
-    messages: Union[Content, SoleMessage, Messages] = Field(
+    messages: Content | SoleMessage | Messages = Field(
         description="text, a message object, or a list of them (at least one not blank)"
     )
     metadata: JsonObject | None = None
@@ -366,7 +368,9 @@ class KeyRequest(Scoped):
     @model_validator(mode="after")
     def _bound_or_admin(self) -> KeyRequest:
         if not self.admin and not any(self.ids().values()):
-            raise ValueError("a key is bound to a scope (user_id, agent_id, run_id) unless it is an admin key")
+            raise ValueError(
+                "a key is bound to a scope (user_id, agent_id, run_id) unless it is an admin key"
+            )
         return self
 
 
@@ -383,10 +387,3 @@ class KeyInfo(BaseModel):
 
 class CreatedKey(KeyInfo):
     key: str  # shown once; only its hash is stored
-
-
-def key_info(key: Any) -> dict[str, Any]:
-    ids = key.scope.model_dump() if key.scope is not None else dict.fromkeys(SCOPE_FIELDS)
-    return dict(
-        id=key.id, name=key.name, admin=key.admin, created_at=key.created_at, revoked_at=key.revoked_at, **ids
-    )

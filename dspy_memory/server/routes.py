@@ -13,7 +13,17 @@ from fastapi import Depends, FastAPI, Path, Query, Request
 
 from dspy_memory.reports import MaintenanceReport
 from dspy_memory.server.auth import SCOPE_FIELDS, Caller, ServiceError, authenticate
-from dspy_memory.server.contract import KEYED, errors
+from dspy_memory.server.contract import (
+    ADDED_MEMORY,
+    ADMIN_NOTE,
+    ADMIN_ONLY,
+    GRAPH_FOCUS,
+    KEYED,
+    TIMELINE_FACT,
+    errors,
+    links,
+)
+from dspy_memory.server.key_record import key_record
 from dspy_memory.server.models import (
     BLOCK_LABEL_PATTERN,
     KEY_ID_PATTERN,
@@ -45,7 +55,6 @@ from dspy_memory.server.models import (
     Text,
     UpdateRequest,
     When,
-    key_info,
 )
 from dspy_memory.types import (
     AddResult,
@@ -58,9 +67,6 @@ from dspy_memory.types import (
     Hit,
     MemoryRecord,
 )
-
-ADMIN_ONLY = {"x-admin-only": True}  # and the description says so; 403 admin_required otherwise
-ADMIN_NOTE = "Needs an admin API key (else 403 `admin_required`)."
 
 
 def _memory(request: Request) -> Any:
@@ -87,50 +93,10 @@ def _query_scope(
 
 Auth = Annotated[Caller, Depends(authenticate)]
 QueryScope = Annotated[dict[str, Any], Depends(_query_scope)]
-PathMemoryId = Annotated[str, Path(pattern=MEMORY_ID_PATTERN, description="a memory's id, or a unique prefix of at least 8 characters")]
-
-
-def _exploded(name: str, description: str, schema: dict[str, Any], *, required: bool) -> dict[str, Any]:
-    """One query parameter that is an object, sent as its fields (`?a=1&b=2`): how OpenAPI says
-    which query fields go together (parameters alone cannot say "one of" or "at least one")."""
-    parameter = dict(name=name, description=description, required=required, style="form", explode=True)
-    return {"parameters": [{**parameter, "in": "query", "schema": {"type": "object", **schema}}]}
-
-
-TIMELINE_FACT = _exploded(
-    "fact",
-    "The fact to follow: `subject`, `predicate` (e.g. lives_in) or both.",
-    {
-        "properties": {"subject": {"type": "string"}, "predicate": {"type": "string"}},
-        "additionalProperties": False,
-        "minProperties": 1,
-    },
-    required=True,
-)
-GRAPH_FOCUS = _exploded(
-    "focus",
-    "The graph around an `entity` (by name) or a memory (`memory_id`: its entities), not both; "
-    "neither: the whole scope.",
-    {
-        "properties": {
-            "entity": {"type": "string"},
-            "memory_id": {"type": "string", "pattern": MEMORY_ID_PATTERN},
-        },
-        "additionalProperties": False,
-        "maxProperties": 1,
-    },
-    required=False,
-)
-
-
-def _links(**targets: dict[str, str]) -> dict[str, Any]:
-    """OpenAPI links from a route's 200 answer to other routes (by operationId), e.g. from an
-    added memory to reading it: the stateful contract test follows them."""
-    links = {name: {"operationId": name, "parameters": parameters} for name, parameters in targets.items()}
-    return {"responses": {"200": {"links": links}}}
-
-
-ADDED_MEMORY = {"memory_id": "$response.body#/memories/0/id"}
+PathMemoryId = Annotated[
+    str,
+    Path(pattern=MEMORY_ID_PATTERN, description="a memory's id, or a unique prefix of at least 8 characters"),
+]
 
 
 def _seed_scope(caller: Caller, named: dict[str, Any]) -> dict[str, Any]:
@@ -184,7 +150,7 @@ def add_routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small rou
 
     # -- /v1 ---------------------------------------------------------------------------------
 
-    memory_links = _links(
+    memory_links = links(
         get_memory=ADDED_MEMORY,
         update_memory=ADDED_MEMORY,
         memory_history=ADDED_MEMORY,
@@ -217,23 +183,31 @@ def add_routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small rou
         return _memory(request).get_all(kinds=kinds, **options, **caller.acting_scope(scope))
 
     @app.get("/v1/memories/{memory_id}", responses=errors(*KEYED, 404))
-    def get_memory(memory_id: PathMemoryId, request: Request, caller: Auth, scope: QueryScope) -> MemoryRecord:
+    def get_memory(
+        memory_id: PathMemoryId, request: Request, caller: Auth, scope: QueryScope
+    ) -> MemoryRecord:
         record = _memory(request).get(memory_id, **_owner(caller, scope))
         if record is None:
             raise ServiceError(404, "memory_not_found", f"no memory with id {memory_id!r}")
         return record
 
     @app.patch("/v1/memories/{memory_id}", responses=errors(*KEYED, 400, 404, 409))
-    def update_memory(memory_id: PathMemoryId, body: UpdateRequest, request: Request, caller: Auth) -> MemoryRecord:
+    def update_memory(
+        memory_id: PathMemoryId, body: UpdateRequest, request: Request, caller: Auth
+    ) -> MemoryRecord:
         owner = _owner(caller, body.ids())
         return _memory(request).update(memory_id, body.content, reason=body.reason, **owner)
 
     @app.delete("/v1/memories/{memory_id}", responses=errors(*KEYED, 404))
-    def delete_memory(memory_id: PathMemoryId, request: Request, caller: Auth, scope: QueryScope) -> DeleteResult:
+    def delete_memory(
+        memory_id: PathMemoryId, request: Request, caller: Auth, scope: QueryScope
+    ) -> DeleteResult:
         return _memory(request).delete(memory_id, **_owner(caller, scope))
 
     @app.get("/v1/memories/{memory_id}/history", responses=errors(*KEYED, 404))
-    def memory_history(memory_id: PathMemoryId, request: Request, caller: Auth, scope: QueryScope) -> list[Event]:
+    def memory_history(
+        memory_id: PathMemoryId, request: Request, caller: Auth, scope: QueryScope
+    ) -> list[Event]:
         return _memory(request).history(memory_id, **_owner(caller, scope))
 
     @app.post("/v1/memories/{memory_id}/restore", responses=errors(*KEYED, 400, 404, 409))
@@ -316,7 +290,10 @@ def add_routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small rou
 
     @app.put("/v1/blocks/{label}", responses=errors(*KEYED, 400, 409))
     def set_block(
-        label: Annotated[str, Path(pattern=BLOCK_LABEL_PATTERN)], body: BlockRequest, request: Request, caller: Auth
+        label: Annotated[str, Path(pattern=BLOCK_LABEL_PATTERN)],
+        body: BlockRequest,
+        request: Request,
+        caller: Auth,
     ) -> Block:
         options = body.model_dump(exclude={*SCOPE_FIELDS, "value"}, exclude_none=True)
         return _memory(request).blocks.set(label, body.value, **options, **caller.acting_scope(body.ids()))
@@ -342,9 +319,7 @@ def add_routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small rou
     @app.post(
         "/v1/reprocess", responses=errors(*KEYED, 409, 502), description=ADMIN_NOTE, openapi_extra=ADMIN_ONLY
     )
-    def reprocess(
-        request: Request, caller: Auth, limit: Annotated[Limit, Query()] = 1000
-    ) -> list[AddResult]:
+    def reprocess(request: Request, caller: Auth, limit: Annotated[Limit, Query()] = 1000) -> list[AddResult]:
         caller.require_admin()  # it works on the whole file
         return _memory(request).reprocess(limit=limit)
 
@@ -355,7 +330,7 @@ def add_routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small rou
         reports = [report.model_dump(mode="json") for report in memory.maintenance_reports()]
         return {**memory.stats(), "maintenance": reports[-10:]}
 
-    key_links = _links(revoke_key={"key_id": "$response.body#/id"})
+    key_links = links(revoke_key={"key_id": "$response.body#/id"})
     key_links["responses"]["201"] = key_links["responses"].pop("200")
 
     @app.post(
@@ -372,12 +347,12 @@ def add_routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small rou
         ids = body.ids()
         scope = Scope.of(**ids) if any(ids.values()) else None
         key, token = _memory(request).store.keys.create(scope, admin=body.admin, name=body.name)
-        return CreatedKey(key=token, **key_info(key))
+        return CreatedKey(key=token, **key_record(key))
 
     @app.get("/v1/keys", responses=errors(*KEYED), description=ADMIN_NOTE, openapi_extra=ADMIN_ONLY)
     def list_keys(request: Request, caller: Auth) -> list[KeyInfo]:
         caller.require_admin()
-        return [KeyInfo(**key_info(key)) for key in _memory(request).store.keys.list()]
+        return [KeyInfo(**key_record(key)) for key in _memory(request).store.keys.list()]
 
     @app.delete(
         "/v1/keys/{key_id}", responses=errors(*KEYED, 404), description=ADMIN_NOTE, openapi_extra=ADMIN_ONLY
