@@ -29,7 +29,7 @@ from dspy_memory.types import Scope
 SEED = 20240301
 # Routes that call an LM when asked to (infer=true, consolidate=true, answer): without one, 503.
 NEEDS_AN_LM = ["add_memories", "answer", "maintain"]
-SETTINGS = hypothesis.settings(derandomize=True, deadline=None, database=None, max_examples=6)
+SETTINGS = hypothesis.settings(derandomize=True, deadline=None, database=None, max_examples=10)
 
 # Schemathesis builds its tests when this module is imported (its lazy fixture loader does not
 # work with pytest 9), so the file, its keys and the app exist from then on; the app opens the
@@ -55,7 +55,7 @@ def contract(who: str) -> schemathesis.schemas.BaseSchema:
     config = SchemathesisConfig.from_dict(
         {
             "seed": SEED,
-            "generation": {"max-examples": 6, "deterministic": True},
+            "generation": {"max-examples": 10, "deterministic": True},
             "phases": {"stateful": {"max-steps": 12}},
             "auth": {"openapi": {"APIKeyHeader": {"api_key": TOKENS[who]}}},
             "operations": [
@@ -87,5 +87,5 @@ def test_every_route_keeps_its_contract_for_an_admin_key(case):
 @pytest.mark.parametrize("schema", [AS_TENANT, AS_ADMIN], ids=["tenant", "admin"])
 def test_linked_calls_keep_the_contract(schema):
     schema.as_state_machine().run(
-        settings=hypothesis.settings(SETTINGS, max_examples=12, stateful_step_count=8)
+        settings=hypothesis.settings(SETTINGS, max_examples=30, stateful_step_count=10)
     )

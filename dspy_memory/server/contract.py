@@ -116,7 +116,7 @@ def _code(status: int) -> str:
         return "error"
 
 
-def allowed_methods(app: Any, scope: dict[str, Any]) -> list[str]:
+def allowed_methods(app: Any, scope: Any) -> list[str]:
     """Every method some route serves at this request's path (FastAPI's own 405 names only the
     first route that matched the path)."""
     methods: set[str] = set()

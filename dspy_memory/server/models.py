@@ -51,7 +51,8 @@ Offset = Annotated[int, Field(ge=0, le=2**53 - 1)]  # a float in the document: e
 MAX_BUDGET_TOKENS = 1_000_000
 BudgetTokens = Annotated[int, Field(ge=1, le=MAX_BUDGET_TOKENS)]
 Kind = Literal[_KINDS]  # type: ignore[valid-type]
-Recipe = Literal[tuple(RECIPES)]  # type: ignore[valid-type]
+_RECIPES = tuple(RECIPES)
+Recipe = Literal[_RECIPES]  # type: ignore[valid-type]
 Verdict = Literal[FEEDBACK_VERDICTS]  # type: ignore[valid-type]
 FeedbackSource = Literal[FEEDBACK_SOURCES]  # type: ignore[valid-type]
 EpisodeSource = Literal[EPISODE_SOURCES]  # type: ignore[valid-type]
@@ -187,14 +188,14 @@ class SeedMetadata(SeedScope):
     """The memory's metadata besides the scope ids."""
 
     model_config = ConfigDict(extra="allow")
-    __pydantic_extra__: dict[str, JsonValue]  # type: ignore[assignment]
+    __pydantic_extra__: dict[str, JsonValue] = Field(init=False)  # type: ignore[assignment]
 
 
 class SeedFilters(SeedScope):
     """Search filters on metadata keys besides the scope ids (as `filters` of /v1/search)."""
 
     model_config = ConfigDict(extra="allow", json_schema_extra={"propertyNames": {"pattern": FILTER_KEY}})
-    __pydantic_extra__: dict[str, Condition]  # type: ignore[assignment]
+    __pydantic_extra__: dict[str, Condition] = Field(init=False)  # type: ignore[assignment]
 
     @model_validator(mode="after")
     def _keys(self) -> SeedFilters:
@@ -350,6 +351,9 @@ class MaintainRequest(Scoped):
     dry_run: StrictBool = False
 
 
+_NAMED_SCOPE: list[Any] = [{"properties": {f: {"type": "string"}}, "required": [f]} for f in SCOPE_FIELDS]
+
+
 class KeyRequest(Scoped):
     """A key for a scope, or an admin key (which may also be bound to a scope)."""
 
@@ -357,7 +361,7 @@ class KeyRequest(Scoped):
         json_schema_extra={
             "anyOf": [
                 {"properties": {"admin": {"const": True}}, "required": ["admin"]},
-                *({"properties": {field: {"type": "string"}}, "required": [field]} for field in SCOPE_FIELDS),
+                *_NAMED_SCOPE,
             ]
         }
     )
