@@ -13,6 +13,7 @@ only on those routes."""
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import tempfile
 from pathlib import Path
@@ -33,8 +34,9 @@ SETTINGS = hypothesis.settings(derandomize=True, deadline=None, database=None, m
 
 # Schemathesis builds its tests when this module is imported (its lazy fixture loader does not
 # work with pytest 9), so the file, its keys and the app exist from then on; the app opens the
-# file for each test (ASGI lifespan) and the directory goes when the module is done.
+# file for each test (ASGI lifespan) and the folder goes when the process ends.
 FOLDER = Path(tempfile.mkdtemp(prefix="dspy-memory-contract-"))
+atexit.register(shutil.rmtree, FOLDER, ignore_errors=True)
 with Memory(FOLDER / "m.db", embedder="test") as _memory:
     TOKENS = {
         "tenant": _memory.store.keys.create(Scope.of("ada"))[1],
@@ -42,12 +44,6 @@ with Memory(FOLDER / "m.db", embedder="test") as _memory:
     }
     _memory.add("Ada likes green tea.", user_id="ada", infer=False)
 APP = create_app(str(FOLDER / "m.db"), embedder="test", rate_per_second=0)  # no 429s hiding answers
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _remove_the_folder():
-    yield
-    shutil.rmtree(FOLDER, ignore_errors=True)
 
 
 def contract(who: str) -> schemathesis.schemas.BaseSchema:
