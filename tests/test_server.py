@@ -204,8 +204,13 @@ def test_errors_are_json_with_a_stable_code(service):
     ada = service["clients"]["ada"]
     missing = ada.get("/v1/memories/00000000-0000-0000-0000-000000000000")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "memory_not_found"
-    bad = ada.post("/v1/search", json={"query": "tea", "recipe": "psychic"})
-    assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_input"
+    bad = ada.post("/v1/search", json={"query": "tea", "recipe": "psychic"})  # the schema's enum
+    assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_request"
+    # What only the library can check is its error, in the same shape.
+    bad = ada.post("/v1/search", json={"query": "tea", "as_of": "0001-01-01"})
+    assert bad.status_code == 200, bad.text
+    bad = ada.get("/v1/memories/01234567", params={"user_id": "ada"})
+    assert bad.status_code == 404 and bad.json()["error"]["code"] == "memory_not_found"
     assert ada.post("/v1/answer", json={"question": "what tea?"}).json()["error"]["code"] == "lm_unavailable"
 
 
@@ -319,6 +324,11 @@ def test_the_agent_tools_over_mcp_take_their_scope_from_the_api_key(service):
     assert "9981" in found and "4412" not in found  # bob's locker stays bob's
     bob_found, _ = anyio.run(call, keys["bob"], "recall", {"query": "locker code"})
     assert "4412" in bob_found and "9981" not in bob_found
-    for token in (None, "dm_000000000000_forged", keys["admin"]):
-        refused, failed = anyio.run(call, token, "recall", {"query": "locker code"})
-        assert failed and refused.startswith("error:") and "4412" not in refused and "9981" not in refused
+    # An admin key gets in (as on /v1) but has no scope for the tools: an error line.
+    refused, failed = anyio.run(call, keys["admin"], "recall", {"query": "locker code"})
+    assert failed and refused.startswith("error:") and "4412" not in refused and "9981" not in refused
+    # Without a valid key the request never reaches the MCP server: the client's call fails
+    # (HTTP 401, as on /v1: tests/test_server_findings.py).
+    for token in (None, "dm_000000000000_forged"):
+        with pytest.raises(Exception, match="unhandled errors"):
+            anyio.run(call, token, "recall", {"query": "locker code"})

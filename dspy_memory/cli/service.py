@@ -73,6 +73,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
+    from dspy_memory.server.key_record import key_record
     from dspy_memory.types import Scope
 
     with open_memory(args) as memory:
@@ -81,22 +82,19 @@ def cmd_keys(args: argparse.Namespace) -> int:
             ids = scope_of(args)
             scope = Scope.of(**ids) if any(ids.values()) else None
             key, token = keys.create(scope, admin=args.admin, name=args.name)
-            print(token)
+            print_json({"key": token, **key_record(key)}) if args.json else print(token)
             print(f"key {key.id}: shown once, only its hash is stored", file=sys.stderr)
         elif args.action == "revoke":
             if not args.key_id or not keys.revoke(args.key_id):
                 print(f"dspy-memory keys revoke: no live key {args.key_id!r}", file=sys.stderr)
                 return NOT_FOUND
-            print(f"revoked {args.key_id}")
+            print_json({"status": "revoked", "id": args.key_id}) if args.json else print(
+                f"revoked {args.key_id}"
+            )
         else:
             listed = keys.list()
             if args.json:
-                print_json(
-                    [
-                        key.__dict__ | {"scope": key.scope.model_dump() if key.scope else None}
-                        for key in listed
-                    ]
-                )
+                print_json([key_record(key) for key in listed])
             for key in [] if args.json else listed:
                 where = (
                     "admin"

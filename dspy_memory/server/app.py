@@ -2,8 +2,9 @@
 
 Routes (server/routes.py): the three seed endpoints (`/store_memory`, `/retrieve_memory`,
 `/forget_memory`, with exactly their request and response shapes), `/v1/...` for everything
-else, `/healthz`, `/readyz`, OpenAPI at `/docs`; the agent tools over MCP at `/mcp/`; the web
-inspector at `/ui`. Errors are JSON `{"error": {"code", "message"}}`.
+else, `/healthz`, `/readyz`, OpenAPI at `/docs`; the agent tools over MCP at `/mcp/` (behind
+the same API keys); the web inspector at `/ui`. Every error is JSON `{"error": {"code",
+"message"}}` (server/contract.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+import anyio.to_thread
 from fastapi import FastAPI, Request
 
 from dspy_memory.config import MemoryConfig
@@ -21,13 +23,21 @@ from dspy_memory.server.auth import (
     AuditContextMiddleware,
     RateLimiter,
     ServiceError,
+    caller_of,
     error_response,
     memory_error_response,
 )
+from dspy_memory.server.contract import InternalErrorMiddleware, install_error_handlers
 from dspy_memory.server.inspector import inspector_router
 from dspy_memory.server.routes import add_routes
 
 logger = logging.getLogger("dspy_memory")
+API_DESCRIPTION = (
+    "Long-term, time-aware memory for agents (docs/server.md). Every route but /healthz and /readyz "
+    "needs an API key (`X-API-Key: dm_...` or `Authorization: Bearer dm_...`); its scope is the "
+    "key's. Routes marked `x-admin-only` need an admin key. Every error is "
+    '`{"error": {"code", "message"}}` with a stable `code`.'
+)
 
 
 # -- the app -------------------------------------------------------------------------------------
@@ -64,8 +74,15 @@ def create_app(
             if owned:
                 app.state.memory.close()
 
-    app = FastAPI(title="dspy-memory", version="1", lifespan=lifespan)
-    app.add_middleware(AuditContextMiddleware)
+    app = FastAPI(
+        title="dspy-memory",
+        version="1",
+        lifespan=lifespan,
+        description=API_DESCRIPTION,
+        generate_unique_id_function=lambda route: route.name,  # operationIds: add_memories, search, ...
+    )
+    app.add_middleware(InternalErrorMiddleware)
+    app.add_middleware(AuditContextMiddleware)  # added last, so it runs first: errors get its request id
     app.state.insecure = insecure
     app.state.limiter = RateLimiter(rate_per_second, burst)
     app.state.memory = memory
@@ -78,6 +95,7 @@ def create_app(
     async def _service_error(request: Request, exc: ServiceError) -> Any:
         return error_response(exc.status, exc.code, exc.message)
 
+    install_error_handlers(app)
     add_routes(app)
     app.include_router(inspector_router())
     app.mount("/mcp", _forward_to_mcp)
@@ -104,6 +122,14 @@ async def _mcp_session(app: FastAPI) -> Any:
 
 
 async def _forward_to_mcp(scope: Any, receive: Any, send: Any) -> None:
+    """Every MCP request needs an API key, as every /v1 route does (the tools then act in the
+    key's scope); without one it is refused before the MCP server sees it."""
+    if scope["type"] == "http":
+        try:
+            await anyio.to_thread.run_sync(caller_of, Request(scope))
+        except ServiceError as exc:
+            await error_response(exc.status, exc.code, exc.message)(scope, receive, send)
+            return
     await scope["app"].state.mcp_app(scope, receive, send)
 
 

@@ -14,10 +14,11 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Request, Security
 from fastapi.responses import JSONResponse
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from dspy_memory.errors import (
     BlockError,
@@ -31,9 +32,8 @@ from dspy_memory.errors import (
     WriteConflictError,
     WriteProgramError,
 )
+from dspy_memory.server.key_record import SCOPE_FIELDS
 from dspy_memory.store.keys import ApiKey
-
-SCOPE_FIELDS = ("user_id", "agent_id", "run_id")
 
 
 class ServiceError(Exception):
@@ -47,7 +47,7 @@ class ServiceError(Exception):
 _STATUS = (
     (MemoryNotFoundError, 404),
     (ScopeError, 422),
-    (BlockError, 422),
+    (BlockError, 409),  # the block's state refuses it: read-only, or the text is over its limit
     (InvalidInputError, 422),
     (WriteConflictError, 409),
     (LMUnavailableError, 503),
@@ -97,6 +97,18 @@ class Caller:
                 named[field] = own
         return named
 
+    def acting_scope(self, named: dict[str, Any]) -> dict[str, Any]:
+        """The scope of a route that acts on one scope: an admin key, having none of its own,
+        must name it (403 `scope_required`; a tenant key never needs to)."""
+        scope = self.scope(named)
+        if self.key is not None and self.key.scope is None and not any(scope.values()):
+            raise ServiceError(
+                403,
+                "scope_required",
+                "this admin key has no scope of its own: name user_id, agent_id or run_id",
+            )
+        return scope
+
     def require_admin(self) -> None:
         if not self.admin:
             raise ServiceError(403, "admin_required", "this needs an admin API key")
@@ -132,9 +144,26 @@ def token_of(request: Request) -> str | None:
     return request.headers.get("x-api-key") or None
 
 
-def authenticate(request: Request) -> Caller:
-    """The caller of a request (FastAPI dependency); 401 without a valid key unless the
-    service runs insecure with no key configured, 429 over the key's rate."""
+# The two ways a request carries its key, as OpenAPI security schemes (either one will do).
+API_KEY_HEADER = APIKeyHeader(name="X-API-Key", auto_error=False, description="an API key: dm_...")
+BEARER = HTTPBearer(
+    auto_error=False, description="an API key as a bearer token: Authorization: Bearer dm_..."
+)
+
+
+def authenticate(
+    request: Request,
+    _header: Annotated[str | None, Security(API_KEY_HEADER)] = None,
+    _bearer: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
+) -> Caller:
+    """The caller of a route (FastAPI dependency; the two parameters put the key's schemes in
+    the OpenAPI document, token_of reads the key)."""
+    return caller_of(request)
+
+
+def caller_of(request: Request) -> Caller:
+    """The caller of a request; 401 without a valid key unless the service runs insecure with
+    no key configured, 429 over the key's rate."""
     state = request.app.state
     token = token_of(request)
     if token is None:

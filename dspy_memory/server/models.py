@@ -1,22 +1,211 @@
-"""Request and response bodies of the memory service (server/app.py): the seed endpoints'
-shapes exactly, and the /v1 bodies; answers are the records of types.py."""
+"""Request and response bodies of the memory service (server/app.py): the seed endpoints' shapes
+exactly, and the /v1 bodies; answers are the records of types.py.
+
+The schema says what the code enforces (docs/server.md#the-contract): every rule the library
+applies that JSON Schema can express is a constraint here (ranges, choices, non-blank text, id
+patterns, strict booleans, which fields exclude each other), so a request the OpenAPI document
+calls valid is never refused for its shape, and one it calls invalid is refused with 422."""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from datetime import date
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, model_validator
+from typing_extensions import TypeAliasType, TypedDict
 
+from dspy_memory.agent.blocks import MAX_CHAR_LIMIT
+from dspy_memory.errors import InvalidInputError
+from dspy_memory.read.retrieval import MAX_K, RECIPES
 from dspy_memory.server.auth import SCOPE_FIELDS
+from dspy_memory.types import EPISODE_SOURCES, FEEDBACK_SOURCES, FEEDBACK_VERDICTS
+from dspy_memory.types import MEMORY_KINDS as _KINDS
+from dspy_memory.util.timeutil import to_datetime
+
+# -- shared field types -------------------------------------------------------------------------
+
+# Text with a character Python's str.strip() keeps (JSON Schema's \S differs: it counts U+0085
+# and U+001C-U+001F as text, U+FEFF as a space). Patterns search, so one such character will do.
+NOT_BLANK = r"[^\u0009-\u000d\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+ScopeId = Annotated[
+    str,
+    Field(min_length=1, max_length=256, pattern=NOT_BLANK, description="an id of the scope (not blank)"),
+]
+MEMORY_ID_PATTERN = r"^[0-9a-f][0-9a-f-]{7,35}$"
+MemoryId = Annotated[
+    str,
+    Field(
+        pattern=MEMORY_ID_PATTERN,
+        description="a memory's id, or a unique prefix of at least 8 characters",
+        examples=["3f2b8c1e-5d7a-4e59-9a51-0c6de1b0a7f4"],
+    ),
+]
+KEY_ID_PATTERN = r"^[0-9a-f]{1,32}$"
+BLOCK_LABEL_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
+Text = Annotated[str, Field(description="text (any Unicode)")]
+Content = Annotated[str, Field(pattern=NOT_BLANK, description="text to remember (not blank)")]
+MAX_LIMIT = 10_000  # rows one request may list
+Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT)]
+Offset = Annotated[int, Field(ge=0, le=2**53 - 1)]  # a float in the document: exact up to 2**53
+MAX_BUDGET_TOKENS = 1_000_000
+BudgetTokens = Annotated[int, Field(ge=1, le=MAX_BUDGET_TOKENS)]
+Kind = Literal[_KINDS]  # type: ignore[valid-type]
+_RECIPES = tuple(RECIPES)
+Recipe = Literal[_RECIPES]  # type: ignore[valid-type]
+Verdict = Literal[FEEDBACK_VERDICTS]  # type: ignore[valid-type]
+FeedbackSource = Literal[FEEDBACK_SOURCES]  # type: ignore[valid-type]
+EpisodeSource = Literal[EPISODE_SOURCES]  # type: ignore[valid-type]
+
+# A time: an RFC 3339 date (midnight UTC) or date-time. The library stores 0001-01-01 to
+# 9999-12-31 UTC; a date-time on the first or last day may fall outside once converted to UTC,
+# so the service takes date-times from the day after the first to the day before the last.
+_DATE = r"\d{4}-\d{2}-\d{2}"
+_DATE_TIME = _DATE + r"[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})"
+_EDGE_DAYS = r"^(?!0001-01-01|9999-12-31)"
+TIME_HELP = "an RFC 3339 date (YYYY-MM-DD, midnight UTC) or date-time with an offset (YYYY-MM-DDThh:mm:ssZ)"
+
+
+def _time(value: str) -> str:
+    try:
+        if re.fullmatch(_DATE, value):
+            date.fromisoformat(value)
+            return value
+        if re.fullmatch(_DATE_TIME, value) and re.match(_EDGE_DAYS, value):
+            to_datetime(value)
+            return value
+    except (ValueError, InvalidInputError):
+        pass
+    raise ValueError(f"not {TIME_HELP}; date-times from 0001-01-02 to 9999-12-30")
+
+
+When = Annotated[
+    str,
+    AfterValidator(_time),
+    Field(
+        json_schema_extra={
+            "anyOf": [
+                {"type": "string", "format": "date"},
+                {"type": "string", "format": "date-time", "pattern": _EDGE_DAYS},
+            ]
+        },
+        description=TIME_HELP,
+    ),
+]
+
+# JSON values the file stores and gives back unchanged. The library takes 64-bit integers; the
+# service takes JavaScript's safe integers, which every JSON client reads exactly (and which the
+# OpenAPI document can state: its bounds are floats), and floats in the same range (JSON Schema
+# cannot tell 1e19 from an integer). Bigger numbers go in as strings.
+SAFE_INTEGER = 2**53 - 1
+SafeInt = Annotated[int, Field(ge=-SAFE_INTEGER, le=SAFE_INTEGER)]
+SafeFloat = Annotated[float, Field(ge=-SAFE_INTEGER, le=SAFE_INTEGER)]
+Scalar = None | StrictBool | SafeInt | SafeFloat | str
+JsonValue = TypeAliasType("JsonValue", "Scalar | list[JsonValue] | dict[str, JsonValue]")  # type: ignore[misc]
+JsonObject = dict[str, JsonValue]
 
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class ErrorDetail(BaseModel):
+    code: str = Field(
+        description="a stable snake_case code (docs/server.md#errors)", examples=["invalid_request"]
+    )
+    message: str = Field(description="what went wrong and what to do, for people")
+
+
+class ErrorBody(BaseModel):
+    """Every error the service answers: `{"error": {"code", "message"}}`."""
+
+    error: ErrorDetail
+
+
+Operators = TypedDict(
+    "Operators",
+    {
+        "$eq": Scalar,
+        "$ne": Scalar,
+        "$gt": Scalar,
+        "$gte": Scalar,
+        "$lt": Scalar,
+        "$lte": Scalar,
+        "$in": list[Scalar],
+        "$nin": list[Scalar],
+        "$exists": StrictBool,
+    },
+    total=False,
+)
+Operators.__pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[attr-defined]
+
+
+def _some_operator(value: Any) -> Any:
+    if isinstance(value, dict) and not value:
+        raise ValueError("a condition names at least one operator ($eq, $in, $exists, ...)")
+    return value
+
+
+FILTER_KEY = r'^[^"\\]{1,200}$'  # a metadata key the filter SQL can quote
+Condition = (
+    Scalar
+    | Annotated[Operators, AfterValidator(_some_operator), Field(json_schema_extra={"minProperties": 1})]
+)
+
+
+def _filter_keys(filters: dict[str, Any]) -> dict[str, Any]:
+    for key in filters:
+        if not re.fullmatch(FILTER_KEY, key):
+            raise ValueError(
+                f"a filter key is 1-200 characters without quotes or backslashes, not {key[:40]!r}"
+            )
+    return filters
+
+
+FilterMap = Annotated[
+    dict[str, Condition],
+    AfterValidator(_filter_keys),
+    Field(json_schema_extra={"propertyNames": {"pattern": FILTER_KEY}}),
+]
+
+
+# -- the seed endpoints -------------------------------------------------------------------------
+
+
+class SeedScope(BaseModel):
+    """The seed endpoints' `metadata`: the scope's ids, and the rest."""
+
+    user_id: ScopeId | None = None
+    agent_id: ScopeId | None = None
+    run_id: ScopeId | None = None
+
+    def split(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(the scope ids, the rest)."""
+        return {field: getattr(self, field) for field in SCOPE_FIELDS}, dict(self.model_extra or {})
+
+
+class SeedMetadata(SeedScope):
+    """The memory's metadata besides the scope ids."""
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, JsonValue] = Field(init=False)  # type: ignore[assignment]
+
+
+class SeedFilters(SeedScope):
+    """Search filters on metadata keys besides the scope ids (as `filters` of /v1/search)."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"propertyNames": {"pattern": FILTER_KEY}})
+    __pydantic_extra__: dict[str, Condition] = Field(init=False)  # type: ignore[assignment]
+
+    @model_validator(mode="after")
+    def _keys(self) -> SeedFilters:
+        _filter_keys(self.model_extra or {})
+        return self
+
+
 class StoreRequest(_Body):
-    content: str
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    content: Content
+    metadata: SeedMetadata = Field(default_factory=SeedMetadata)
 
 
 class StoreResponse(BaseModel):
@@ -25,9 +214,9 @@ class StoreResponse(BaseModel):
 
 
 class RetrieveRequest(_Body):
-    query: str
-    top_k: int = 5
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    query: Text
+    top_k: Annotated[int, Field(ge=1, le=MAX_K)] = 5
+    metadata: SeedFilters = Field(default_factory=SeedFilters)
 
 
 class RetrievedMemory(BaseModel):
@@ -42,8 +231,8 @@ class RetrieveResponse(BaseModel):
 
 
 class ForgetRequest(_Body):
-    memory_id: str
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    memory_id: MemoryId
+    metadata: SeedMetadata = Field(default_factory=SeedMetadata)
 
 
 class ForgetResponse(BaseModel):
@@ -51,72 +240,142 @@ class ForgetResponse(BaseModel):
     memory_id: str
 
 
+# -- /v1 ----------------------------------------------------------------------------------------
+
+
 class Scoped(_Body):
-    user_id: str | None = None
-    agent_id: str | None = None
-    run_id: str | None = None
+    user_id: ScopeId | None = None
+    agent_id: ScopeId | None = None
+    run_id: ScopeId | None = None
 
     def ids(self) -> dict[str, Any]:
         return {field: getattr(self, field) for field in SCOPE_FIELDS}
 
 
+class Message(_Body):
+    """One message of a conversation; in a list, a blank one is kept as an episode."""
+
+    content: Text
+    role: Text | None = None
+    name: Text | None = None
+    metadata: JsonObject | None = None
+    at: When | None = None
+    source: EpisodeSource | None = None
+
+
+class SoleMessage(Message):
+    """A message on its own: it must say something."""
+
+    content: Content
+
+
+def _says_something(messages: list[Any]) -> list[Any]:
+    if not any((item if isinstance(item, str) else item.content).strip() for item in messages):
+        raise ValueError("every message is blank: there is nothing to remember")
+    return messages
+
+
+Messages = Annotated[
+    list[Text | Message],
+    AfterValidator(_says_something),
+    Field(
+        min_length=1,
+        json_schema_extra={
+            "contains": {
+                "anyOf": [
+                    {"type": "string", "pattern": NOT_BLANK},
+                    {"type": "object", "properties": {"content": {"type": "string", "pattern": NOT_BLANK}}},
+                ]
+            },
+            "description": "messages (text or message objects); at least one not blank",
+        },
+    ),
+]
+
+
 class AddRequest(Scoped):
-    messages: Any
-    metadata: dict[str, Any] | None = None
-    at: str | None = None
-    infer: bool | None = None
-    background: bool = False
+    messages: Content | SoleMessage | Messages = Field(
+        description="text, a message object, or a list of them (at least one not blank)"
+    )
+    metadata: JsonObject | None = None
+    at: When | None = None
+    infer: StrictBool | None = Field(None, description="true needs an LM (else 503 lm_unavailable)")
+    background: StrictBool = False
 
 
 class UpdateRequest(Scoped):
-    content: str
-    reason: str | None = None
+    content: Content
+    reason: Text | None = None
 
 
 class FeedbackRequest(Scoped):
-    memory_id: str
-    verdict: str  # wrong, outdated, irrelevant, useful
-    note: str | None = None
+    memory_id: MemoryId
+    verdict: Verdict
+    note: Text | None = None
 
 
 class SearchRequest(Scoped):
-    query: str
-    k: int = 10
-    recipe: str = "hybrid"
-    as_of: str | None = None
-    known_at: str | None = None
-    kinds: list[str] | None = None
-    filters: dict[str, Any] | None = None
-    include_archived: bool = False
+    query: Text
+    k: Annotated[int, Field(ge=1, le=MAX_K)] = 10
+    recipe: Recipe = "hybrid"
+    as_of: When | None = None
+    known_at: When | None = None
+    kinds: list[Kind] | None = None
+    filters: FilterMap | None = Field(
+        None, description='metadata conditions: {"key": value} or {"key": {"$gte": 3, "$in": [...]}}'
+    )
+    include_archived: StrictBool = False
 
 
 class ContextRequest(Scoped):
-    query: str
-    budget_tokens: int = 1500
-    as_of: str | None = None
+    query: Text
+    budget_tokens: BudgetTokens = 1500
+    as_of: When | None = None
 
 
 class AnswerRequest(Scoped):
-    question: str
-    budget_tokens: int = 1500
-    as_of: str | None = None
-    rewrite: bool = False
+    question: Text
+    budget_tokens: BudgetTokens = 1500
+    as_of: When | None = None
+    rewrite: StrictBool = False
 
 
 class BlockRequest(Scoped):
-    value: str
-    char_limit: int | None = None
-    description: str | None = None
+    value: Text
+    char_limit: Annotated[int, Field(ge=1, le=MAX_CHAR_LIMIT)] | None = None
+    description: Text | None = None
 
 
 class MaintainRequest(Scoped):
-    consolidate: bool = False
-    dry_run: bool = False
+    consolidate: StrictBool = Field(False, description="true needs an LM (else 503 lm_unavailable)")
+    dry_run: StrictBool = False
+
+
+_NAMED_SCOPE: list[Any] = [{"properties": {f: {"type": "string"}}, "required": [f]} for f in SCOPE_FIELDS]
 
 
 class KeyRequest(Scoped):
-    admin: bool = False
-    name: str | None = None
+    """A key for a scope, or an admin key (which may also be bound to a scope)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"properties": {"admin": {"const": True}}, "required": ["admin"]},
+                *_NAMED_SCOPE,
+            ]
+        }
+    )
+
+    admin: StrictBool = False
+    name: Text | None = None
+
+    @model_validator(mode="after")
+    def _bound_or_admin(self) -> KeyRequest:
+        if not self.admin and not any(self.ids().values()):
+            raise ValueError(
+                "a key is bound to a scope (user_id, agent_id, run_id) unless it is an admin key"
+            )
+        return self
 
 
 class KeyInfo(BaseModel):
@@ -132,10 +391,3 @@ class KeyInfo(BaseModel):
 
 class CreatedKey(KeyInfo):
     key: str  # shown once; only its hash is stored
-
-
-def key_info(key: Any) -> dict[str, Any]:
-    ids = key.scope.model_dump() if key.scope is not None else dict.fromkeys(SCOPE_FIELDS)
-    return dict(
-        id=key.id, name=key.name, admin=key.admin, created_at=key.created_at, revoked_at=key.revoked_at, **ids
-    )

@@ -1,37 +1,60 @@
 """The routes of the memory service (docs/server.md): the three seed endpoints with exactly their
 request and response shapes, and `/v1/...` for everything else. Every route's scope comes from
 the caller's API key (server/auth.py); handlers are plain `def` (FastAPI runs them in its thread
-pool; Memory is safe across threads)."""
+pool; Memory is safe across threads). Each route declares the errors it may answer
+(server/contract.py) and, through its parameters and bodies (server/models.py), every rule on
+its input that a schema can say."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Path, Query, Request
 
 from dspy_memory.reports import MaintenanceReport
 from dspy_memory.server.auth import SCOPE_FIELDS, Caller, ServiceError, authenticate
+from dspy_memory.server.contract import (
+    ADDED_MEMORY,
+    ADMIN_NOTE,
+    ADMIN_ONLY,
+    GRAPH_FOCUS,
+    KEYED,
+    TIMELINE_FACT,
+    errors,
+    links,
+)
+from dspy_memory.server.key_record import key_record
 from dspy_memory.server.models import (
+    BLOCK_LABEL_PATTERN,
+    KEY_ID_PATTERN,
+    MEMORY_ID_PATTERN,
     AddRequest,
     AnswerRequest,
     BlockRequest,
     ContextRequest,
     CreatedKey,
     FeedbackRequest,
+    FeedbackSource,
     ForgetRequest,
     ForgetResponse,
     KeyInfo,
     KeyRequest,
+    Kind,
+    Limit,
     MaintainRequest,
+    MemoryId,
+    Offset,
     RetrievedMemory,
     RetrieveRequest,
     RetrieveResponse,
     Scoped,
+    ScopeId,
     SearchRequest,
     StoreRequest,
     StoreResponse,
+    Text,
     UpdateRequest,
-    key_info,
+    When,
 )
 from dspy_memory.types import (
     AddResult,
@@ -61,46 +84,51 @@ def _owner(caller: Caller, named: dict[str, Any]) -> dict[str, Any]:
 
 
 def _query_scope(
-    user_id: str | None = Query(None), agent_id: str | None = Query(None), run_id: str | None = Query(None)
+    user_id: Annotated[ScopeId | None, Query()] = None,
+    agent_id: Annotated[ScopeId | None, Query()] = None,
+    run_id: Annotated[ScopeId | None, Query()] = None,
 ) -> dict[str, Any]:
     return {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
 
 
 Auth = Annotated[Caller, Depends(authenticate)]
 QueryScope = Annotated[dict[str, Any], Depends(_query_scope)]
+PathMemoryId = Annotated[
+    str,
+    Path(pattern=MEMORY_ID_PATTERN, description="a memory's id, or a unique prefix of at least 8 characters"),
+]
 
 
-def _seed_scope(caller: Caller, metadata: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _seed_scope(caller: Caller, named: dict[str, Any]) -> dict[str, Any]:
     """The seed endpoints put the scope in `metadata` (user_id, ...); the rest is metadata."""
-    named = {field: metadata.get(field) for field in SCOPE_FIELDS}
-    rest = {key: value for key, value in metadata.items() if key not in SCOPE_FIELDS}
-    return caller.scope(named), rest
+    return caller.acting_scope(named)
 
 
 def add_routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small routes reads best
-    @app.get("/healthz")
+    @app.get("/healthz", responses=errors(500))
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz")
+    @app.get("/readyz", responses=errors(500, 503))
     def readyz(request: Request) -> dict[str, str]:
         _memory(request).store.check_open()
         return {"status": "ready"}
 
     # -- the seed endpoints -----------------------------------------------------------------
 
-    @app.post("/store_memory", response_model=StoreResponse)
+    @app.post("/store_memory", response_model=StoreResponse, responses=errors(*KEYED, 400, 409, 502))
     def store_memory(body: StoreRequest, request: Request, caller: Auth) -> StoreResponse:
-        scope, metadata = _seed_scope(caller, body.metadata)
-        result = _memory(request).add(body.content, metadata=metadata or None, **scope)
+        named, metadata = body.metadata.split()
+        result = _memory(request).add(body.content, metadata=metadata or None, **_seed_scope(caller, named))
         ids = [record.id for record in result.memories] or [op.memory_id for op in result.ops]
         if not ids:
             raise ServiceError(500, "not_stored", "the content was kept as an episode but no memory holds it")
         return StoreResponse(memory_id=ids[0])
 
-    @app.post("/retrieve_memory", response_model=RetrieveResponse)
+    @app.post("/retrieve_memory", response_model=RetrieveResponse, responses=errors(*KEYED, 400))
     def retrieve_memory(body: RetrieveRequest, request: Request, caller: Auth) -> RetrieveResponse:
-        scope, filters = _seed_scope(caller, body.metadata)
+        named, filters = body.metadata.split()
+        scope = _seed_scope(caller, named)
         hits = _memory(request).search(body.query, k=body.top_k, filters=filters or None, **scope)
         return RetrieveResponse(
             memories=[
@@ -114,165 +142,204 @@ def add_routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small rou
             ]
         )
 
-    @app.post("/forget_memory", response_model=ForgetResponse)
+    @app.post("/forget_memory", response_model=ForgetResponse, responses=errors(*KEYED, 400, 404))
     def forget_memory(body: ForgetRequest, request: Request, caller: Auth) -> ForgetResponse:
-        scope, _ = _seed_scope(caller, body.metadata)
-        _memory(request).delete(body.memory_id, **_owner(caller, scope))
+        named, _ = body.metadata.split()
+        _memory(request).delete(body.memory_id, **_owner(caller, named))
         return ForgetResponse(memory_id=body.memory_id)
 
     # -- /v1 ---------------------------------------------------------------------------------
 
-    @app.post("/v1/memories")
-    def add(body: AddRequest, request: Request, caller: Auth) -> AddResult:
-        options = dict(metadata=body.metadata, at=body.at, infer=body.infer, background=body.background)
-        return _memory(request).add(body.messages, **options, **caller.scope(body.ids()))
+    memory_links = links(
+        get_memory=ADDED_MEMORY,
+        update_memory=ADDED_MEMORY,
+        memory_history=ADDED_MEMORY,
+        pin_memory=ADDED_MEMORY,
+        restore_memory=ADDED_MEMORY,
+        delete_memory=ADDED_MEMORY,
+    )
 
-    @app.get("/v1/memories")
+    @app.post("/v1/memories", responses=errors(*KEYED, 400, 409, 502), openapi_extra=memory_links)
+    def add_memories(body: AddRequest, request: Request, caller: Auth) -> AddResult:
+        messages = body.model_dump(mode="json", exclude_none=True)["messages"]
+        options = dict(metadata=body.metadata, at=body.at, infer=body.infer, background=body.background)
+        return _memory(request).add(messages, **options, **caller.acting_scope(body.ids()))
+
+    @app.get("/v1/memories", responses=errors(*KEYED))
     def list_memories(
         request: Request,
         caller: Auth,
         scope: QueryScope,
-        kinds: Annotated[list[str] | None, Query()] = None,
-        as_of: str | None = None,
-        known_at: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
+        kinds: Annotated[list[Kind] | None, Query()] = None,
+        as_of: Annotated[When | None, Query()] = None,
+        known_at: Annotated[When | None, Query()] = None,
+        limit: Annotated[Limit, Query()] = 100,
+        offset: Annotated[Offset, Query()] = 0,
         include_archived: bool = False,
     ) -> list[MemoryRecord]:
         options = dict(
             as_of=as_of, known_at=known_at, limit=limit, offset=offset, include_archived=include_archived
         )
-        return _memory(request).get_all(kinds=kinds, **options, **caller.scope(scope))
+        return _memory(request).get_all(kinds=kinds, **options, **caller.acting_scope(scope))
 
-    @app.get("/v1/memories/{memory_id}")
-    def get(memory_id: str, request: Request, caller: Auth, scope: QueryScope) -> MemoryRecord:
+    @app.get("/v1/memories/{memory_id}", responses=errors(*KEYED, 404))
+    def get_memory(
+        memory_id: PathMemoryId, request: Request, caller: Auth, scope: QueryScope
+    ) -> MemoryRecord:
         record = _memory(request).get(memory_id, **_owner(caller, scope))
         if record is None:
             raise ServiceError(404, "memory_not_found", f"no memory with id {memory_id!r}")
         return record
 
-    @app.patch("/v1/memories/{memory_id}")
-    def update(memory_id: str, body: UpdateRequest, request: Request, caller: Auth) -> MemoryRecord:
-        return _memory(request).update(
-            memory_id, body.content, reason=body.reason, **_owner(caller, body.ids())
-        )
+    @app.patch("/v1/memories/{memory_id}", responses=errors(*KEYED, 400, 404, 409))
+    def update_memory(
+        memory_id: PathMemoryId, body: UpdateRequest, request: Request, caller: Auth
+    ) -> MemoryRecord:
+        owner = _owner(caller, body.ids())
+        return _memory(request).update(memory_id, body.content, reason=body.reason, **owner)
 
-    @app.delete("/v1/memories/{memory_id}")
-    def delete(memory_id: str, request: Request, caller: Auth, scope: QueryScope) -> DeleteResult:
+    @app.delete("/v1/memories/{memory_id}", responses=errors(*KEYED, 404))
+    def delete_memory(
+        memory_id: PathMemoryId, request: Request, caller: Auth, scope: QueryScope
+    ) -> DeleteResult:
         return _memory(request).delete(memory_id, **_owner(caller, scope))
 
-    @app.get("/v1/memories/{memory_id}/history")
-    def history(memory_id: str, request: Request, caller: Auth, scope: QueryScope) -> list[Event]:
+    @app.get("/v1/memories/{memory_id}/history", responses=errors(*KEYED, 404))
+    def memory_history(
+        memory_id: PathMemoryId, request: Request, caller: Auth, scope: QueryScope
+    ) -> list[Event]:
         return _memory(request).history(memory_id, **_owner(caller, scope))
 
-    @app.post("/v1/memories/{memory_id}/restore")
-    def restore(memory_id: str, body: Scoped, request: Request, caller: Auth) -> MemoryRecord:
+    @app.post("/v1/memories/{memory_id}/restore", responses=errors(*KEYED, 400, 404, 409))
+    def restore_memory(memory_id: PathMemoryId, body: Scoped, request: Request, caller: Auth) -> MemoryRecord:
         return _memory(request).restore(memory_id, **_owner(caller, body.ids()))
 
-    @app.post("/v1/memories/{memory_id}/pin")
-    def pin(
-        memory_id: str, body: Scoped, request: Request, caller: Auth, pinned: bool = True
+    @app.post("/v1/memories/{memory_id}/pin", responses=errors(*KEYED, 400, 404, 409))
+    def pin_memory(
+        memory_id: PathMemoryId, body: Scoped, request: Request, caller: Auth, pinned: bool = True
     ) -> MemoryRecord:
         return _memory(request).pin(memory_id, pinned, **_owner(caller, body.ids()))
 
-    @app.post("/v1/feedback", status_code=201)
-    def feedback(body: FeedbackRequest, request: Request, caller: Auth) -> FeedbackRecord:
+    @app.post("/v1/feedback", status_code=201, responses=errors(*KEYED, 400, 404))
+    def give_feedback(body: FeedbackRequest, request: Request, caller: Auth) -> FeedbackRecord:
         return _memory(request).feedback(
             body.memory_id, body.verdict, note=body.note, **_owner(caller, body.ids())
         )
 
-    @app.get("/v1/feedback")
+    @app.get("/v1/feedback", responses=errors(*KEYED))
     def list_feedback(
         request: Request,
         caller: Auth,
         scope: QueryScope,
-        memory_id: str | None = None,
-        source: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
+        memory_id: Annotated[MemoryId | None, Query()] = None,
+        source: Annotated[FeedbackSource | None, Query()] = None,
+        limit: Annotated[Limit, Query()] = 100,
+        offset: Annotated[Offset, Query()] = 0,
     ) -> list[FeedbackRecord]:
         options = dict(memory_id=memory_id, source=source, limit=limit, offset=offset)
-        return _memory(request).feedback_records(**options, **caller.scope(scope))
+        return _memory(request).feedback_records(**options, **caller.acting_scope(scope))
 
-    @app.post("/v1/search")
+    @app.post("/v1/search", responses=errors(*KEYED, 400))
     def search(body: SearchRequest, request: Request, caller: Auth) -> list[Hit]:
         options = body.model_dump(exclude={*SCOPE_FIELDS, "query"})
-        return _memory(request).search(body.query, **options, **caller.scope(body.ids()))
+        return _memory(request).search(body.query, **options, **caller.acting_scope(body.ids()))
 
-    @app.get("/v1/timeline")
+    @app.get("/v1/timeline", responses=errors(*KEYED), openapi_extra=TIMELINE_FACT)
     def timeline(
         request: Request,
         caller: Auth,
         scope: QueryScope,
-        subject: str | None = None,
-        predicate: str | None = None,
-        known_at: str | None = None,
+        subject: Annotated[Text | None, Query(include_in_schema=False)] = None,
+        predicate: Annotated[Text | None, Query(include_in_schema=False)] = None,
+        known_at: Annotated[When | None, Query()] = None,
     ) -> list[MemoryRecord]:
+        if subject is None and predicate is None:
+            raise ServiceError(422, "invalid_request", "query.fact: give subject, predicate or both")
         options = dict(subject=subject, predicate=predicate, known_at=known_at)
-        return _memory(request).timeline(**options, **caller.scope(scope))
+        return _memory(request).timeline(**options, **caller.acting_scope(scope))
 
-    @app.get("/v1/graph")
+    @app.get("/v1/graph", responses=errors(*KEYED, 404), openapi_extra=GRAPH_FOCUS)
     def graph(
         request: Request,
         caller: Auth,
         scope: QueryScope,
-        entity: str | None = None,
-        memory_id: str | None = None,
-        depth: int = 1,
-        limit: int = 500,
+        entity: Annotated[Text | None, Query(include_in_schema=False)] = None,
+        memory_id: Annotated[MemoryId | None, Query(include_in_schema=False)] = None,
+        depth: Annotated[int, Query(ge=1, le=3)] = 1,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 500,
     ) -> dict[str, Any]:
+        if entity is not None and memory_id is not None:
+            raise ServiceError(422, "invalid_request", "query.focus: give an entity or a memory_id, not both")
         options = dict(entity=entity, memory_id=memory_id, depth=depth, limit=limit)
-        return _memory(request).graph(**options, **caller.scope(scope)).to_json()
+        return _memory(request).graph(**options, **caller.acting_scope(scope)).to_json()
 
-    @app.post("/v1/context")
+    @app.post("/v1/context", responses=errors(*KEYED, 400))
     def context(body: ContextRequest, request: Request, caller: Auth) -> Context:
         options = dict(budget_tokens=body.budget_tokens, as_of=body.as_of)
-        return _memory(request).context(body.query, **options, **caller.scope(body.ids()))
+        return _memory(request).context(body.query, **options, **caller.acting_scope(body.ids()))
 
-    @app.post("/v1/answer")
+    @app.post("/v1/answer", responses=errors(*KEYED, 400, 502))
     def answer(body: AnswerRequest, request: Request, caller: Auth) -> Answer:
+        """Needs an LM (`serve --lm`); without one, 503 `lm_unavailable`."""
         options = dict(budget_tokens=body.budget_tokens, as_of=body.as_of, rewrite=body.rewrite)
-        return _memory(request).answer(body.question, **options, **caller.scope(body.ids()))
+        return _memory(request).answer(body.question, **options, **caller.acting_scope(body.ids()))
 
-    @app.get("/v1/blocks")
-    def blocks(request: Request, caller: Auth, scope: QueryScope) -> list[Block]:
-        return _memory(request).blocks.list(**caller.scope(scope))
+    @app.get("/v1/blocks", responses=errors(*KEYED))
+    def list_blocks(request: Request, caller: Auth, scope: QueryScope) -> list[Block]:
+        return _memory(request).blocks.list(**caller.acting_scope(scope))
 
-    @app.put("/v1/blocks/{label}")
-    def set_block(label: str, body: BlockRequest, request: Request, caller: Auth) -> Block:
+    @app.put("/v1/blocks/{label}", responses=errors(*KEYED, 400, 409))
+    def set_block(
+        label: Annotated[str, Path(pattern=BLOCK_LABEL_PATTERN)],
+        body: BlockRequest,
+        request: Request,
+        caller: Auth,
+    ) -> Block:
         options = body.model_dump(exclude={*SCOPE_FIELDS, "value"}, exclude_none=True)
-        return _memory(request).blocks.set(label, body.value, **options, **caller.scope(body.ids()))
+        return _memory(request).blocks.set(label, body.value, **options, **caller.acting_scope(body.ids()))
 
-    @app.get("/v1/profile")
-    def profile(request: Request, caller: Auth, scope: QueryScope) -> Any:
-        document = _memory(request).profile(**caller.scope(scope))
+    @app.get("/v1/profile", responses=errors(*KEYED))
+    def profile(request: Request, caller: Auth, scope: QueryScope) -> dict[str, Any] | None:
+        document = _memory(request).profile(**caller.acting_scope(scope))
         return None if document is None else document.model_dump(mode="json")
 
-    @app.delete("/v1/scope")
+    @app.delete("/v1/scope", responses=errors(*KEYED))
     def delete_scope(request: Request, caller: Auth, scope: QueryScope) -> DeleteResult:
-        return _memory(request).delete_scope(**caller.scope(scope))
+        return _memory(request).delete_scope(**caller.acting_scope(scope))
 
-    @app.post("/v1/maintain")
+    @app.post("/v1/maintain", responses=errors(*KEYED, 400, 409, 502))
     def maintain(body: MaintainRequest, request: Request, caller: Auth) -> MaintenanceReport:
+        """Maintain the scope; an admin key naming no scope maintains every scope."""
         scope = caller.scope(body.ids())
         if not any(scope.values()):
             caller.require_admin()
             scope = {"all_scopes": True}
         return _memory(request).maintain(consolidate=body.consolidate, dry_run=body.dry_run, **scope)
 
-    @app.post("/v1/reprocess")
-    def reprocess(request: Request, caller: Auth, limit: int = 1000) -> list[AddResult]:
+    @app.post(
+        "/v1/reprocess", responses=errors(*KEYED, 409, 502), description=ADMIN_NOTE, openapi_extra=ADMIN_ONLY
+    )
+    def reprocess(request: Request, caller: Auth, limit: Annotated[Limit, Query()] = 1000) -> list[AddResult]:
         caller.require_admin()  # it works on the whole file
         return _memory(request).reprocess(limit=limit)
 
-    @app.get("/v1/stats")
+    @app.get("/v1/stats", responses=errors(*KEYED), description=ADMIN_NOTE, openapi_extra=ADMIN_ONLY)
     def stats(request: Request, caller: Auth) -> dict[str, Any]:
         caller.require_admin()  # counts of the whole file
         memory = _memory(request)
         reports = [report.model_dump(mode="json") for report in memory.maintenance_reports()]
         return {**memory.stats(), "maintenance": reports[-10:]}
 
-    @app.post("/v1/keys", status_code=201)
+    key_links = links(revoke_key={"key_id": "$response.body#/id"})
+    key_links["responses"]["201"] = key_links["responses"].pop("200")
+
+    @app.post(
+        "/v1/keys",
+        status_code=201,
+        responses=errors(*KEYED, 400),
+        description=ADMIN_NOTE,
+        openapi_extra={**ADMIN_ONLY, **key_links},
+    )
     def create_key(body: KeyRequest, request: Request, caller: Auth) -> CreatedKey:
         caller.require_admin()
         from dspy_memory.types import Scope
@@ -280,15 +347,19 @@ def add_routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small rou
         ids = body.ids()
         scope = Scope.of(**ids) if any(ids.values()) else None
         key, token = _memory(request).store.keys.create(scope, admin=body.admin, name=body.name)
-        return CreatedKey(key=token, **key_info(key))
+        return CreatedKey(key=token, **key_record(key))
 
-    @app.get("/v1/keys")
+    @app.get("/v1/keys", responses=errors(*KEYED), description=ADMIN_NOTE, openapi_extra=ADMIN_ONLY)
     def list_keys(request: Request, caller: Auth) -> list[KeyInfo]:
         caller.require_admin()
-        return [KeyInfo(**key_info(key)) for key in _memory(request).store.keys.list()]
+        return [KeyInfo(**key_record(key)) for key in _memory(request).store.keys.list()]
 
-    @app.delete("/v1/keys/{key_id}")
-    def revoke_key(key_id: str, request: Request, caller: Auth) -> dict[str, Any]:
+    @app.delete(
+        "/v1/keys/{key_id}", responses=errors(*KEYED, 404), description=ADMIN_NOTE, openapi_extra=ADMIN_ONLY
+    )
+    def revoke_key(
+        key_id: Annotated[str, Path(pattern=KEY_ID_PATTERN)], request: Request, caller: Auth
+    ) -> dict[str, Any]:
         caller.require_admin()
         if not _memory(request).store.keys.revoke(key_id):
             raise ServiceError(404, "key_not_found", f"no live key {key_id!r}")

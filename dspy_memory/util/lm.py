@@ -26,16 +26,21 @@ def resolve_lm(lm: Any) -> Any:
     return None if dspy is None else _checked(dspy.settings.lm)
 
 
-def lm_for(configured: Any, infer: bool | None) -> Any:
+ADD_PURPOSE = "add(infer=True)"
+
+
+def lm_for(configured: Any, infer: bool | None, *, purpose: str = ADD_PURPOSE) -> Any:
     """The LM a call is to use: none for infer=False, the configured one (or dspy's) for
-    infer=None, and for infer=True that one or an error saying how to set one."""
+    infer=None, and for infer=True that one or an error saying how to set one, naming the
+    `purpose` that needs it (e.g. "answer()")."""
     if infer is False:
         return None
     lm = resolve_lm(configured)
     if lm is None and infer:
+        raw = "; infer=False stores raw turns" if purpose == ADD_PURPOSE else ""
         raise LMUnavailableError(
-            "add(infer=True) needs an LM: dspy.configure(lm=dspy.LM('ollama_chat/llama3.2')), "
-            "Memory(path, lm=...), or DSPY_MEMORY_LM=...; infer=False stores raw turns"
+            f"{purpose} needs an LM: dspy.configure(lm=dspy.LM('ollama_chat/llama3.2')), "
+            f"Memory(path, lm=...), or DSPY_MEMORY_LM=...{raw}"
         )
     return lm
 
