@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from dspy_memory.errors import WriteProgramError
 from dspy_memory.memory import Memory
 from dspy_memory.types import Hit
+from dspy_memory.util.lm import resolve_lm
 from dspy_memory.util.text import day
 from dspy_memory.util.timeutil import utcnow
 
@@ -92,7 +93,7 @@ def run_demo(
 def _run_lm_demo(path: str, *, embedder: Any, lm: Any, out: TextIO, kept: bool = True) -> dict[str, Any]:
     user, sessions = demo_sessions()
     with Memory(path, embedder=embedder, lm=lm) as memory:
-        model = getattr(memory._lm_for(True), "model", lm)
+        model = getattr(resolve_lm(lm), "model", lm)
         print(f"dspy-memory demo: LM write path with {model}, embedder {memory.embedder.name}", file=out)
         print(f"memory file: {path}\n", file=out)
         print("1. Each session is one add(): episodes first, then one write-program run.", file=out)

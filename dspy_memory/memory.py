@@ -7,7 +7,7 @@ import asyncio
 import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from typing_extensions import Unpack
@@ -46,7 +46,7 @@ from dspy_memory.types import (
     Scope,
 )
 from dspy_memory.util.aio import Workers, awaitable
-from dspy_memory.util.lm import lm_for, resolve_lm
+from dspy_memory.util.lm import ADD_PURPOSE, lm_for, resolve_lm
 from dspy_memory.util.text import SINGLE_VALUED_PREDICATES, check_choice, check_count, check_id, valid_text
 from dspy_memory.util.timeutil import TimeLike, to_db
 from dspy_memory.write.inputs import MessagesInput
@@ -328,7 +328,8 @@ class Memory:
         priority; `.included`/`.dropped` report. compress=True: the LM summarizes what did not fit."""
         from dspy_memory.read.context import context_for
 
-        where, lm = self._scope("context", scope), self._lm_for(True) if compress else None
+        where = self._scope("context", scope)
+        lm = self._lm_for(True, purpose="context(compress=True)") if compress else None
         return context_for(self._retriever, query, where, budget_tokens=budget_tokens, as_of=as_of, lm=lm)
 
     def answer(
@@ -346,7 +347,7 @@ class Memory:
         the question and each planned query are searched apart and fused by reciprocal rank."""
         from dspy_memory.read.answer import answer_question
 
-        where, lm = self._scope("answer", scope), self._lm_for(True)
+        where, lm = self._scope("answer", scope), self._lm_for(True, purpose="answer()")
         return answer_question(
             self._retriever,
             question,
@@ -370,7 +371,9 @@ class Memory:
         scope's `recent` latest episodes. Edits that break the schema are refused and reported."""
         where = self._scope("update_profile", scope, exact=True)
         episodes = self.log(messages, **where.model_dump()) if messages is not None else None
-        return self.profiles.update_from(episodes, where, lm=self._lm_for(True), recent=recent)
+        return self.profiles.update_from(
+            episodes, where, lm=self._lm_for(True, purpose="update_profile()"), recent=recent
+        )
 
     # -- feedback (docs/feedback.md) -----------------------------------------------------------
 
@@ -451,7 +454,7 @@ class Memory:
             self.store.feedback.list(where, limit=None),
             scope=where,
             program=program,
-            lm=self._lm_for(True) if lm is None else resolve_lm(lm),
+            lm=self._lm_for(True, purpose="learn_from_feedback()") if lm is None else resolve_lm(lm),
             # resolve_lm(None) would be dspy's configured LM: a teacher only when one is given.
             teacher_lm=resolve_lm(teacher_lm) if teacher_lm is not None else None,
             reflection_lm=resolve_lm(reflection_lm) if reflection_lm is not None else None,
@@ -489,7 +492,7 @@ class Memory:
                 "so memories in use may be archived"
             )
         where = self._scopes.owner("maintain", owner)
-        lm = self._lm_for(True) if consolidate else self._lm_for(None)
+        lm = self._lm_for(True, purpose="maintain(consolidate=True)") if consolidate else self._lm_for(None)
         return self._maintainer.run(where, lm=lm, consolidate=consolidate, dry_run=dry_run)
 
     def restore(self, memory_id: str, **owner: Unpack[OwnerArgs]) -> MemoryRecord:
@@ -537,7 +540,7 @@ class Memory:
     def tools(
         self,
         *,
-        allow: Sequence[str] | None = None,
+        allow: Iterable[str] | None = None,
         allow_forget: bool = False,
         allow_feedback: bool = False,
         **scope: Unpack[ScopeArgs],
@@ -782,8 +785,8 @@ class Memory:
         logger.info("scheduled maintenance: %s", report.model_dump(exclude={"refused"}))
         return report
 
-    def _lm_for(self, infer: bool | None) -> Any:
-        return lm_for(self._lm, infer)
+    def _lm_for(self, infer: bool | None, *, purpose: str = ADD_PURPOSE) -> Any:
+        return lm_for(self._lm, infer, purpose=purpose)
 
     @property
     def closed(self) -> bool:

@@ -104,6 +104,11 @@ class Episode(BaseModel):
         return Scope.of(self.user_id, self.agent_id, self.run_id)
 
 
+# The most memories one search returns, and the search recipes by name (read/retrieval.py).
+MAX_K = 1000
+RECIPE_NAMES = ("hybrid", "graph", "dense", "keyword")
+# What every API key of the service starts with (store/keys.py makes them, the service reads them).
+API_KEY_PREFIX = "dm_"
 # Below this confidence a memory is shown marked as such (in context, to the agent tools).
 LOW_CONFIDENCE = 0.7
 

@@ -270,3 +270,10 @@ def test_keys_create_and_revoke_print_json_with_json(tmp_path, capsys):
     assert main(["keys", "list", "--json", *db]) == 0
     [listed] = json.loads(capsys.readouterr().out)
     assert listed["id"] == created["id"] and listed["revoked_at"] and "key" not in listed
+
+
+def test_the_schema_offers_exactly_the_librarys_recipes():
+    from dspy_memory.read.retrieval import RECIPES
+    from dspy_memory.types import RECIPE_NAMES
+
+    assert tuple(RECIPES) == RECIPE_NAMES

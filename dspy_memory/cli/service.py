@@ -30,7 +30,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from dspy_memory.server.app import create_app
 
     memory = service_memory(args)
-    if memory.store.keys.count_live() == 0 and args.host not in LOOPBACK and not args.insecure:
+    if memory.keys.count_live() == 0 and args.host not in LOOPBACK and not args.insecure:
         memory.close()
         print(
             f"dspy-memory serve: no API key in {args.db}; a service on {args.host} would let anyone reach every "
@@ -77,7 +77,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
     from dspy_memory.types import Scope
 
     with open_memory(args) as memory:
-        keys = memory.store.keys
+        keys = memory.keys
         if args.action == "create":
             ids = scope_of(args)
             scope = Scope.of(**ids) if any(ids.values()) else None

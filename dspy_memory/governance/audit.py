@@ -17,9 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from dspy_memory.reports import AuditProblem, AuditVerification
-from dspy_memory.store.audit_log import GENESIS, AuditLog, acting_as, entry_hash
+from dspy_memory.store.audit_log import GENESIS, AuditLog, acting_as, current_context, entry_hash
 
-__all__ = ["acting_as", "verify_chain"]
+# acting_as and current_context: for the CLI and the service, which import no store module.
+__all__ = ["acting_as", "current_context", "verify_chain"]
 
 _NEAR = 8  # how far from its place a moved entry is looked for
 

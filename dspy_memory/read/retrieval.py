@@ -25,13 +25,11 @@ from dspy_memory.read.recalls import RecallCounter
 from dspy_memory.read.temporal import asks_when, is_dated, time_window
 from dspy_memory.store import Candidate, Store, TimeView
 from dspy_memory.store.keyword import query_terms
-from dspy_memory.types import Hit, MemoryRecord, Scope, ScoreDetails
+from dspy_memory.types import MAX_K, Hit, MemoryRecord, Scope, ScoreDetails
 from dspy_memory.util.text import check_count, searchable, shown
 from dspy_memory.util.timeutil import TimeLike, from_db, utcnow
 
 logger = logging.getLogger("dspy_memory")
-
-MAX_K = 1000
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Request, Security
 from fastapi.responses import JSONResponse
@@ -29,11 +29,15 @@ from dspy_memory.errors import (
     MemoryClosedError,
     MemoryNotFoundError,
     ScopeError,
+    StorageError,
+    StorageFullError,
     WriteConflictError,
     WriteProgramError,
 )
 from dspy_memory.server.key_record import SCOPE_FIELDS
-from dspy_memory.store.keys import ApiKey
+
+if TYPE_CHECKING:
+    from dspy_memory.store.keys import ApiKey
 
 
 class ServiceError(Exception):
@@ -54,6 +58,8 @@ _STATUS = (
     (EmbeddingError, 503),
     (WriteProgramError, 502),
     (MemoryClosedError, 503),
+    (StorageFullError, 507),  # before StorageError, which it is too
+    (StorageError, 503),
 )
 
 
@@ -167,10 +173,10 @@ def caller_of(request: Request) -> Caller:
     state = request.app.state
     token = token_of(request)
     if token is None:
-        if state.insecure and state.memory.store.keys.count_live() == 0:
+        if state.insecure and state.memory.keys.count_live() == 0:
             return Caller(key=None)
         raise ServiceError(401, "unauthorized", "an API key is required: Authorization: Bearer <key>")
-    key = state.memory.store.keys.verify(token)
+    key = state.memory.keys.verify(token)
     if key is None:
         raise ServiceError(401, "unauthorized", "unknown or revoked API key")
     if not state.limiter.allow(key.id):
@@ -197,8 +203,8 @@ class AuditContextMiddleware:
             return
         import uuid
 
-        from dspy_memory.store.audit_log import acting_as
-        from dspy_memory.store.keys import PREFIX
+        from dspy_memory.governance.audit import acting_as
+        from dspy_memory.types import API_KEY_PREFIX as PREFIX
 
         headers = {
             name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]

@@ -48,11 +48,13 @@ _MEANING = {
     429: "Over the key's rate (`rate_limited`): slow down.",
     500: "An unexpected failure (`internal_error`, `not_stored`); the service logged it.",
     502: "The LM answered, but not usably, on every attempt (`write_program`).",
-    503: "No LM configured (`lm_unavailable`), the embedder failed (`embedding`), or the memory "
-    "is closed (`memory_closed`).",
+    503: "No LM configured (`lm_unavailable`), the embedder failed (`embedding`), the memory "
+    "is closed (`memory_closed`), or the file could not be read or written (`storage`).",
+    507: "The disk holding the memory file is full (`storage_full`): nothing of this request was "
+    "written; retry once space is freed.",
 }
 
-KEYED = (401, 403, 422, 429, 500, 503)  # every route behind an API key
+KEYED = (401, 403, 422, 429, 500, 503, 507)  # every route behind an API key
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -189,7 +191,7 @@ class InternalErrorMiddleware:
         try:
             await self.app(scope, receive, watch)
         except Exception:
-            from dspy_memory.store.audit_log import current_context
+            from dspy_memory.governance.audit import current_context
 
             request_id = current_context().request_id
             logger.exception("%s %s failed (request %s)", scope.get("method"), scope.get("path"), request_id)

@@ -83,7 +83,7 @@ def _published(tool: Any, scoped: Callable[[Any], Any] | None = None) -> Callabl
         call.__annotations__ = {"ctx": Context}
     else:
         call.__annotations__ = {}
-    call.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    call.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]  # inspect reads it; functions have no such declared attribute
     return call
 
 
@@ -171,7 +171,7 @@ def build_keyed_mcp_server(
                 if headers.get("authorization", "").lower().startswith("bearer ")
                 else headers.get("x-api-key")
             )
-            key = memory.store.keys.verify(token) if token else None
+            key = memory.keys.verify(token) if token else None
             if key is None:
                 return "error: an API key is required (Authorization: Bearer <key>)"
             if key.scope is None:
@@ -221,7 +221,7 @@ def mcp_scope(
             "(and/or --agent-id, --run-id; user_id= in Python), or set "
             f"{ENV_PREFIX}USER_ID ({ENV_PREFIX}AGENT_ID, {ENV_PREFIX}RUN_ID)"
         )
-    return Scope.of(**given)
+    return Scope.of(given["user_id"], given["agent_id"], given["run_id"])
 
 
 def run_mcp(
@@ -253,8 +253,9 @@ def run_mcp(
             "MCP over HTTP on %s: anyone who can reach it reads and writes the memory of %s", host, who
         )
     with Memory(config_or_path, embedder=embedder, lm=lm) as memory:
-        opt_in = dict(allow_forget=allow_forget, allow_feedback=allow_feedback)
-        server = build_mcp_server(memory, scope, allow=allow, **opt_in)
+        server = build_mcp_server(
+            memory, scope, allow=allow, allow_forget=allow_forget, allow_feedback=allow_feedback
+        )
         if transport == "stdio":
             server.run("stdio")  # stdout carries the protocol; logs go to stderr
         else:

@@ -17,9 +17,8 @@ from typing_extensions import TypeAliasType, TypedDict
 
 from dspy_memory.agent.blocks import MAX_CHAR_LIMIT
 from dspy_memory.errors import InvalidInputError
-from dspy_memory.read.retrieval import MAX_K, RECIPES
-from dspy_memory.server.auth import SCOPE_FIELDS
-from dspy_memory.types import EPISODE_SOURCES, FEEDBACK_SOURCES, FEEDBACK_VERDICTS
+from dspy_memory.server.key_record import SCOPE_FIELDS
+from dspy_memory.types import EPISODE_SOURCES, FEEDBACK_SOURCES, FEEDBACK_VERDICTS, MAX_K, RECIPE_NAMES
 from dspy_memory.types import MEMORY_KINDS as _KINDS
 from dspy_memory.util.timeutil import to_datetime
 
@@ -50,12 +49,12 @@ Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT)]
 Offset = Annotated[int, Field(ge=0, le=2**53 - 1)]  # a float in the document: exact up to 2**53
 MAX_BUDGET_TOKENS = 1_000_000
 BudgetTokens = Annotated[int, Field(ge=1, le=MAX_BUDGET_TOKENS)]
-Kind = Literal[_KINDS]  # type: ignore[valid-type]
-_RECIPES = tuple(RECIPES)
-Recipe = Literal[_RECIPES]  # type: ignore[valid-type]
-Verdict = Literal[FEEDBACK_VERDICTS]  # type: ignore[valid-type]
-FeedbackSource = Literal[FEEDBACK_SOURCES]  # type: ignore[valid-type]
-EpisodeSource = Literal[EPISODE_SOURCES]  # type: ignore[valid-type]
+Kind = Literal[_KINDS]  # type: ignore[valid-type]  # a Literal of values kept once, in the library
+_RECIPES = RECIPE_NAMES
+Recipe = Literal[_RECIPES]  # type: ignore[valid-type]  # a Literal of values kept once, in the library
+Verdict = Literal[FEEDBACK_VERDICTS]  # type: ignore[valid-type]  # a Literal of values kept once, in the library
+FeedbackSource = Literal[FEEDBACK_SOURCES]  # type: ignore[valid-type]  # a Literal of values kept once, in the library
+EpisodeSource = Literal[EPISODE_SOURCES]  # type: ignore[valid-type]  # a Literal of values kept once, in the library
 
 # A time: an RFC 3339 date (midnight UTC) or date-time. The library stores 0001-01-01 to
 # 9999-12-31 UTC; a date-time on the first or last day may fall outside once converted to UTC,
@@ -101,7 +100,7 @@ SAFE_INTEGER = 2**53 - 1
 SafeInt = Annotated[int, Field(ge=-SAFE_INTEGER, le=SAFE_INTEGER)]
 SafeFloat = Annotated[float, Field(ge=-SAFE_INTEGER, le=SAFE_INTEGER)]
 Scalar = None | StrictBool | SafeInt | SafeFloat | str
-JsonValue = TypeAliasType("JsonValue", "Scalar | list[JsonValue] | dict[str, JsonValue]")  # type: ignore[misc]
+JsonValue = TypeAliasType("JsonValue", "Scalar | list[JsonValue] | dict[str, JsonValue]")
 JsonObject = dict[str, JsonValue]
 
 
@@ -137,7 +136,7 @@ Operators = TypedDict(
     },
     total=False,
 )
-Operators.__pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[attr-defined]
+Operators.__pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[attr-defined]  # pydantic reads it off a TypedDict
 
 
 def _some_operator(value: Any) -> Any:
@@ -188,14 +187,14 @@ class SeedMetadata(SeedScope):
     """The memory's metadata besides the scope ids."""
 
     model_config = ConfigDict(extra="allow")
-    __pydantic_extra__: dict[str, JsonValue] = Field(init=False)  # type: ignore[assignment]
+    __pydantic_extra__: dict[str, JsonValue] = Field(init=False)
 
 
 class SeedFilters(SeedScope):
     """Search filters on metadata keys besides the scope ids (as `filters` of /v1/search)."""
 
     model_config = ConfigDict(extra="allow", json_schema_extra={"propertyNames": {"pattern": FILTER_KEY}})
-    __pydantic_extra__: dict[str, Condition] = Field(init=False)  # type: ignore[assignment]
+    __pydantic_extra__: dict[str, Condition] = Field(init=False)
 
     @model_validator(mode="after")
     def _keys(self) -> SeedFilters:

@@ -1,18 +1,21 @@
 """The routes of the memory service (docs/server.md): the three seed endpoints with exactly their
 request and response shapes, and `/v1/...` for everything else. Every route's scope comes from
-the caller's API key (server/auth.py); handlers are plain `def` (FastAPI runs them in its thread
-pool; Memory is safe across threads). Each route declares the errors it may answer
+the caller's API key (server/auth.py). Routes that may call an LM (adds, answers, maintenance,
+reprocessing) are `async` and await Memory's awaitable forms: the LM's requests are awaited on the
+event loop, the store work runs in the Memory's workers (docs/async.md); the others are plain
+`def`, run in FastAPI's thread pool (Memory is safe across threads). Each route declares the errors it may answer
 (server/contract.py) and, through its parameters and bodies (server/models.py), every rule on
 its input that a schema can say."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, FastAPI, Path, Query, Request
 
+from dspy_memory.errors import MemoryClosedError
 from dspy_memory.reports import MaintenanceReport
-from dspy_memory.server.auth import SCOPE_FIELDS, Caller, ServiceError, authenticate
+from dspy_memory.server.auth import Caller, ServiceError, authenticate
 from dspy_memory.server.contract import (
     ADDED_MEMORY,
     ADMIN_NOTE,
@@ -23,7 +26,7 @@ from dspy_memory.server.contract import (
     errors,
     links,
 )
-from dspy_memory.server.key_record import key_record
+from dspy_memory.server.key_record import SCOPE_FIELDS, key_record
 from dspy_memory.server.models import (
     BLOCK_LABEL_PATTERN,
     KEY_ID_PATTERN,
@@ -68,9 +71,13 @@ from dspy_memory.types import (
     MemoryRecord,
 )
 
+if TYPE_CHECKING:
+    from dspy_memory.memory import Memory
 
-def _memory(request: Request) -> Any:
-    return request.app.state.memory
+
+def _memory(request: Request) -> Memory:
+    memory: Memory = request.app.state.memory
+    return memory
 
 
 def _owner(caller: Caller, named: dict[str, Any]) -> dict[str, Any]:
@@ -111,15 +118,17 @@ def add_routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small rou
 
     @app.get("/readyz", responses=errors(500, 503))
     def readyz(request: Request) -> dict[str, str]:
-        _memory(request).store.check_open()
+        if _memory(request).closed:
+            raise MemoryClosedError("the memory file is closed; restart the service")
         return {"status": "ready"}
 
     # -- the seed endpoints -----------------------------------------------------------------
 
     @app.post("/store_memory", response_model=StoreResponse, responses=errors(*KEYED, 400, 409, 502))
-    def store_memory(body: StoreRequest, request: Request, caller: Auth) -> StoreResponse:
+    async def store_memory(body: StoreRequest, request: Request, caller: Auth) -> StoreResponse:
         named, metadata = body.metadata.split()
-        result = _memory(request).add(body.content, metadata=metadata or None, **_seed_scope(caller, named))
+        scope = _seed_scope(caller, named)
+        result = await _memory(request).aadd(body.content, metadata=metadata or None, **scope)
         ids = [record.id for record in result.memories] or [op.memory_id for op in result.ops]
         if not ids:
             raise ServiceError(500, "not_stored", "the content was kept as an episode but no memory holds it")
@@ -160,10 +169,16 @@ def add_routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small rou
     )
 
     @app.post("/v1/memories", responses=errors(*KEYED, 400, 409, 502), openapi_extra=memory_links)
-    def add_memories(body: AddRequest, request: Request, caller: Auth) -> AddResult:
+    async def add_memories(body: AddRequest, request: Request, caller: Auth) -> AddResult:
         messages = body.model_dump(mode="json", exclude_none=True)["messages"]
-        options = dict(metadata=body.metadata, at=body.at, infer=body.infer, background=body.background)
-        return _memory(request).add(messages, **options, **caller.acting_scope(body.ids()))
+        return await _memory(request).aadd(
+            messages,
+            metadata=body.metadata,
+            at=body.at,
+            infer=body.infer,
+            background=body.background,
+            **caller.acting_scope(body.ids()),
+        )
 
     @app.get("/v1/memories", responses=errors(*KEYED))
     def list_memories(
@@ -177,10 +192,15 @@ def add_routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small rou
         offset: Annotated[Offset, Query()] = 0,
         include_archived: bool = False,
     ) -> list[MemoryRecord]:
-        options = dict(
-            as_of=as_of, known_at=known_at, limit=limit, offset=offset, include_archived=include_archived
+        return _memory(request).get_all(
+            kinds=kinds,
+            as_of=as_of,
+            known_at=known_at,
+            limit=limit,
+            offset=offset,
+            include_archived=include_archived,
+            **caller.acting_scope(scope),
         )
-        return _memory(request).get_all(kinds=kinds, **options, **caller.acting_scope(scope))
 
     @app.get("/v1/memories/{memory_id}", responses=errors(*KEYED, 404))
     def get_memory(
@@ -236,8 +256,9 @@ def add_routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small rou
         limit: Annotated[Limit, Query()] = 100,
         offset: Annotated[Offset, Query()] = 0,
     ) -> list[FeedbackRecord]:
-        options = dict(memory_id=memory_id, source=source, limit=limit, offset=offset)
-        return _memory(request).feedback_records(**options, **caller.acting_scope(scope))
+        return _memory(request).feedback_records(
+            memory_id=memory_id, source=source, limit=limit, offset=offset, **caller.acting_scope(scope)
+        )
 
     @app.post("/v1/search", responses=errors(*KEYED, 400))
     def search(body: SearchRequest, request: Request, caller: Auth) -> list[Hit]:
@@ -270,19 +291,27 @@ def add_routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small rou
     ) -> dict[str, Any]:
         if entity is not None and memory_id is not None:
             raise ServiceError(422, "invalid_request", "query.focus: give an entity or a memory_id, not both")
-        options = dict(entity=entity, memory_id=memory_id, depth=depth, limit=limit)
-        return _memory(request).graph(**options, **caller.acting_scope(scope)).to_json()
+        graph = _memory(request).graph(
+            entity, memory_id=memory_id, depth=depth, limit=limit, **caller.acting_scope(scope)
+        )
+        return graph.to_json()
 
     @app.post("/v1/context", responses=errors(*KEYED, 400))
     def context(body: ContextRequest, request: Request, caller: Auth) -> Context:
-        options = dict(budget_tokens=body.budget_tokens, as_of=body.as_of)
-        return _memory(request).context(body.query, **options, **caller.acting_scope(body.ids()))
+        return _memory(request).context(
+            body.query, budget_tokens=body.budget_tokens, as_of=body.as_of, **caller.acting_scope(body.ids())
+        )
 
     @app.post("/v1/answer", responses=errors(*KEYED, 400, 502))
-    def answer(body: AnswerRequest, request: Request, caller: Auth) -> Answer:
+    async def answer(body: AnswerRequest, request: Request, caller: Auth) -> Answer:
         """Needs an LM (`serve --lm`); without one, 503 `lm_unavailable`."""
-        options = dict(budget_tokens=body.budget_tokens, as_of=body.as_of, rewrite=body.rewrite)
-        return _memory(request).answer(body.question, **options, **caller.acting_scope(body.ids()))
+        return await _memory(request).aanswer(
+            body.question,
+            budget_tokens=body.budget_tokens,
+            as_of=body.as_of,
+            rewrite=body.rewrite,
+            **caller.acting_scope(body.ids()),
+        )
 
     @app.get("/v1/blocks", responses=errors(*KEYED))
     def list_blocks(request: Request, caller: Auth, scope: QueryScope) -> list[Block]:
@@ -308,20 +337,22 @@ def add_routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small rou
         return _memory(request).delete_scope(**caller.acting_scope(scope))
 
     @app.post("/v1/maintain", responses=errors(*KEYED, 400, 409, 502))
-    def maintain(body: MaintainRequest, request: Request, caller: Auth) -> MaintenanceReport:
+    async def maintain(body: MaintainRequest, request: Request, caller: Auth) -> MaintenanceReport:
         """Maintain the scope; an admin key naming no scope maintains every scope."""
         scope = caller.scope(body.ids())
         if not any(scope.values()):
             caller.require_admin()
             scope = {"all_scopes": True}
-        return _memory(request).maintain(consolidate=body.consolidate, dry_run=body.dry_run, **scope)
+        return await _memory(request).amaintain(consolidate=body.consolidate, dry_run=body.dry_run, **scope)
 
     @app.post(
         "/v1/reprocess", responses=errors(*KEYED, 409, 502), description=ADMIN_NOTE, openapi_extra=ADMIN_ONLY
     )
-    def reprocess(request: Request, caller: Auth, limit: Annotated[Limit, Query()] = 1000) -> list[AddResult]:
+    async def reprocess(
+        request: Request, caller: Auth, limit: Annotated[Limit, Query()] = 1000
+    ) -> list[AddResult]:
         caller.require_admin()  # it works on the whole file
-        return _memory(request).reprocess(limit=limit)
+        return await _memory(request).areprocess(limit=limit)
 
     @app.get("/v1/stats", responses=errors(*KEYED), description=ADMIN_NOTE, openapi_extra=ADMIN_ONLY)
     def stats(request: Request, caller: Auth) -> dict[str, Any]:
@@ -346,13 +377,13 @@ def add_routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small rou
 
         ids = body.ids()
         scope = Scope.of(**ids) if any(ids.values()) else None
-        key, token = _memory(request).store.keys.create(scope, admin=body.admin, name=body.name)
+        key, token = _memory(request).keys.create(scope, admin=body.admin, name=body.name)
         return CreatedKey(key=token, **key_record(key))
 
     @app.get("/v1/keys", responses=errors(*KEYED), description=ADMIN_NOTE, openapi_extra=ADMIN_ONLY)
     def list_keys(request: Request, caller: Auth) -> list[KeyInfo]:
         caller.require_admin()
-        return [KeyInfo(**key_record(key)) for key in _memory(request).store.keys.list()]
+        return [KeyInfo(**key_record(key)) for key in _memory(request).keys.list()]
 
     @app.delete(
         "/v1/keys/{key_id}", responses=errors(*KEYED, 404), description=ADMIN_NOTE, openapi_extra=ADMIN_ONLY
@@ -361,6 +392,6 @@ def add_routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small rou
         key_id: Annotated[str, Path(pattern=KEY_ID_PATTERN)], request: Request, caller: Auth
     ) -> dict[str, Any]:
         caller.require_admin()
-        if not _memory(request).store.keys.revoke(key_id):
+        if not _memory(request).keys.revoke(key_id):
             raise ServiceError(404, "key_not_found", f"no live key {key_id!r}")
         return {"status": "revoked", "id": key_id}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -202,7 +203,7 @@ class EpisodeLog:
             found.claims[episode.id] = Claim(row["claimed_by"], row["claim_expires_at"]) if claimed else None
         return found
 
-    def current_turns(self, episode_ids: Sequence[str]) -> dict[str, list[str]]:
+    def current_turns(self, episode_ids: Sequence[str]) -> dict[str, builtins.list[str]]:
         """{episode id: ids of the current raw `turn` memories made from it}, for the episodes
         that have any (inside a transaction: as the transaction sees it)."""
         with self._conns.read() as conn:

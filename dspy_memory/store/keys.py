@@ -13,10 +13,10 @@ from typing import Any
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.store.audit_log import AuditLog
 from dspy_memory.store.backend import Connections
-from dspy_memory.types import Scope
+from dspy_memory.types import API_KEY_PREFIX, Scope
 from dspy_memory.util.timeutil import now_db
 
-PREFIX = "dm_"
+PREFIX = API_KEY_PREFIX
 
 
 @dataclass(frozen=True)

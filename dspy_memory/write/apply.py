@@ -137,7 +137,7 @@ class PlanApplier:
                 turns = store.episodes.current_turns(episode_ids)  # as this transaction sees them
                 for episode_id in covered & set(turns):
                     # Raw turns kept while an earlier attempt failed give way to what was extracted.
-                    for turn_id in turns[episode_id]:  # type: ignore[attr-defined]  # TEMPORARY: store/episodes.py's `list[str]` names EpisodeLog.list (its branch fixes it; then remove this)
+                    for turn_id in turns[episode_id]:
                         store.expire(
                             turn_id,
                             scope=None,
