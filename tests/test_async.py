@@ -296,3 +296,48 @@ def test_the_async_page_snippet_runs(capsys, tmp_path, monkeypatch):
     [snippet] = re.findall(r"```python\n(.*?)```", page, flags=re.S)
     exec(compile(snippet, "docs/async.md", "exec"), {"__name__": "snippet"})
     assert capsys.readouterr().out.strip() == "I moved to Denver last month."
+
+
+def test_memory_react_acall_reads_and_logs_memory_off_the_loop(tmp_path):
+    """MemoryReAct.acall: the memory context is read, the tools run and the run is logged by the
+    memory's workers; three users together take about as long as one."""
+    from dspy_memory.agent.react import MemoryReAct
+
+    def plan(question: str, trajectory: str, memory_context: str) -> Any:
+        return ("remember", {"content": question}) if "remember" not in trajectory else None
+
+    def write(turns: list[dict[str, Any]], existing: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [
+            {"action": "ADD", "content": turn["text"], "subject": "user", "predicate": "said"}
+            for turn in turns
+        ]
+
+    lm = scripted_agent_lm(
+        plan, lambda question, trajectory: "Noted.", write=write, model="scripted/slow-react"
+    )
+    lm.engine.delay_s = LM_SECONDS
+    with dspy.context(lm=lm), Memory(str(tmp_path / "m.db"), embedder=HashEmbedder(64)) as memory:
+        memory.add("warm-up", user_id="nobody", infer=False)
+        agents = {
+            user: MemoryReAct("question -> answer", memory=memory, user_id=user, max_iters=3)
+            for user in USERS
+        }
+
+        async def one() -> float:
+            _, seconds = await Heartbeat().around(agents["ada"].acall(question="ada lives in Rome"))
+            return seconds
+
+        async def three() -> tuple[float, float]:
+            heartbeat = Heartbeat()
+            runs = [agents[user].acall(question=f"{user} lives in Rome") for user in USERS]
+            _, seconds = await heartbeat.around(asyncio.gather(*runs))
+            return seconds, heartbeat.stall
+
+        single = asyncio.run(one())
+        together, stall = asyncio.run(three())
+        memory.flush()
+        assert single >= 3 * LM_SECONDS  # plan, write (inside remember), plan, answer
+        assert together < 1.5 * single, (together, single)
+        assert stall < 0.100, stall
+        for user in USERS:
+            assert f"{user} lives in Rome" in [m.content for m in memory.get_all(user_id=user)]
