@@ -341,3 +341,22 @@ def test_memory_react_acall_reads_and_logs_memory_off_the_loop(tmp_path):
         assert stall < 0.100, stall
         for user in USERS:
             assert f"{user} lives in Rome" in [m.content for m in memory.get_all(user_id=user)]
+
+
+def test_a_cancelled_awaitable_add_loses_nothing_and_close_does_not_hang(tmp_path):
+    """The caller gives up while the LM thinks, and the loop closes: the worker is not stuck
+    waiting for it (close() returns) and the message is not lost."""
+    path = str(tmp_path / "m.db")
+    memory = Memory(path, embedder=HashEmbedder(64), lm=scripted_lm(oracle_responder(FACTS), delay_s=1.0))
+
+    async def give_up() -> None:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(memory.aadd("ada moved to Denver in 2024.", user_id="ada"), 0.2)
+
+    asyncio.run(give_up())
+    started = time.perf_counter()
+    memory.close()
+    assert time.perf_counter() - started < 10
+    with Memory(path, embedder=HashEmbedder(64), lm=scripted_lm(oracle_responder(FACTS))) as again:
+        again.reprocess()
+        assert [m.content for m in again.get_all(user_id="ada")] == ["Ada lives in Denver."]

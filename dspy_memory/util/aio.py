@@ -11,6 +11,7 @@ for that answer; the loop stays free for every other task.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import copy
 import functools
@@ -19,6 +20,12 @@ from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
+from dspy_memory.errors import LMUnavailableError, MemoryClosedError
+
+# An LM request that cannot finish on the caller's loop fails like an unreachable LM: the write
+# path keeps its episodes for a retry (on the sync path once the loop is gone) or reprocess().
+_CANCELLED = "the LM request was cancelled: the awaitable call's event loop cancelled it or closed"
+_LOOP_CHECK_S = 1.0  # how often a worker waiting for its LM answer checks that the loop is alive
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -43,8 +50,6 @@ class Workers:
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._closed:
-                from dspy_memory.errors import MemoryClosedError
-
                 raise MemoryClosedError("this Memory is closed; open a new one to go on")
             if self._pool is None:  # threads only for programs that use the async API
                 self._pool = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix=self._name)
@@ -125,7 +130,7 @@ def wait_on_loop(
 
         def settle(finished: asyncio.Task[R]) -> None:
             if finished.cancelled():
-                done.set_exception(asyncio.CancelledError("the event loop cancelled the LM call"))
+                done.set_exception(LMUnavailableError(_CANCELLED))
             elif finished.exception() is not None:
                 done.set_exception(finished.exception())
             else:
@@ -136,8 +141,15 @@ def wait_on_loop(
     try:
         loop.call_soon_threadsafe(start)
     except RuntimeError as exc:  # the loop closed while this call ran
-        raise asyncio.CancelledError("the event loop that awaited this call is closed") from exc
-    return done.result()
+        raise LMUnavailableError(_CANCELLED) from exc
+    while True:
+        try:
+            return done.result(timeout=_LOOP_CHECK_S)
+        except concurrent.futures.TimeoutError:
+            # A loop closed after taking the request never runs it: give up rather than hold
+            # this worker (and `Memory.close()`) for ever.
+            if loop.is_closed():
+                raise LMUnavailableError(_CANCELLED) from None
 
 
 def on_caller_loop(lm: Any) -> Any:
