@@ -80,6 +80,9 @@ class Memory:
     (docs/scopes.md): in the default `scope_mode="strict"` a read without user_id reaches only
     memories stored without a user, and calls by id (get, history, update, delete) need the
     scope that owns the id, or all_scopes=True. "wildcard" makes omitted ids match any value.
+
+    Every method has an awaitable form for async agents, `await memory.aadd(...)`,
+    `await memory.asearch(...)`, ...: the same method run off the event loop (docs/async.md).
     """
 
     def __init__(
