@@ -233,6 +233,9 @@ class MemoryConfig(BaseModel):
     local_backend: Literal["auto", "numpy", "sentence-transformers"] | None = None
     embed_batch_size: int = Field(64, ge=1)
     embed_cache_size: int = Field(10_000, ge=0)
+    # How long a model's batch may wait for more concurrent callers' texts (embed/batching.py;
+    # only while batches have had company, so a lone caller never waits).
+    embed_batch_wait_ms: float = Field(2.0, ge=0, le=1000)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     write: WriteConfig = Field(default_factory=WriteConfig)
     lifecycle: LifecycleConfig = Field(default_factory=LifecycleConfig)

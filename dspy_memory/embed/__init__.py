@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 from dspy_memory.embed.base import BatchedEmbedder, Embedder, forget_cached_content, text_hash
+from dspy_memory.embed.batching import MicroBatcher
 from dspy_memory.embed.hashing import HashEmbedder
 from dspy_memory.embed.local import MINILM, LocalEmbedder
 from dspy_memory.embed.remote import OllamaEmbedder, OpenAIEmbedder
@@ -22,12 +23,20 @@ SPECS = (
 
 
 def make_embedder(
-    spec: Any = "local", *, batch_size: int = 64, cache_size: int = 10_000, local_backend: str | None = None
+    spec: Any = "local",
+    *,
+    batch_size: int = 64,
+    cache_size: int = 10_000,
+    local_backend: str | None = None,
+    batch_wait_ms: float = 2.0,
 ) -> Embedder:
     """Build an embedder from a spec string, an Embedder, or a `dspy.Embedder`.
 
     Never falls back silently: if the requested embedder cannot be built, the error says why.
-    The deterministic test embedder is used only when asked for by name ("test").
+    The deterministic test embedder is used only when asked for by name ("test"). Models
+    ("local", "ollama", "openai") come behind a MicroBatcher: concurrent callers' texts go
+    through the model together, up to `batch_size` texts, a leader waiting up to
+    `batch_wait_ms` for company under load (embed/batching.py).
     """
     if is_embedder(spec):
         return spec
@@ -45,13 +54,14 @@ def make_embedder(
     kind = kind.strip().lower()
     model = model.strip()
     kwargs = {"batch_size": batch_size, "cache_size": cache_size}
+    batched = {"wait_ms": batch_wait_ms, "max_batch": batch_size}
     if kind == "local":
-        return LocalEmbedder(model or MINILM, backend=local_backend, **kwargs)
+        return MicroBatcher(LocalEmbedder(model or MINILM, backend=local_backend, **kwargs), **batched)
     if kind == "ollama":
-        return OllamaEmbedder(model or "nomic-embed-text", **kwargs)
+        return MicroBatcher(OllamaEmbedder(model or "nomic-embed-text", **kwargs), **batched)
     if kind == "openai":
-        return OpenAIEmbedder(model or "text-embedding-3-small", **kwargs)
-    if kind in ("test", "hash"):
+        return MicroBatcher(OpenAIEmbedder(model or "text-embedding-3-small", **kwargs), **batched)
+    if kind in ("test", "hash"):  # hashing costs the same per text alone or batched
         return HashEmbedder(int(model) if model else 64, **kwargs)
     raise ValueError(f"unknown embedder {spec!r}; use one of: {', '.join(SPECS)}")
 
@@ -107,6 +117,7 @@ __all__ = [
     "Embedder",
     "HashEmbedder",
     "LocalEmbedder",
+    "MicroBatcher",
     "OllamaEmbedder",
     "OpenAIEmbedder",
     "from_dspy_embedder",
