@@ -17,8 +17,12 @@ cross-tenant check searches each tenant for the other's marker and questions (ev
 dense, keyword and hybrid), reads, and forgets the other's memories by id, and names the
 other's user_id on every route: any such hit or 2xx is a leak; searching for the tenant's own
 marker must find its memories (the control). Reported: requests, req/s, p50/p99 per endpoint,
-errors (non-2xx or exceptions), leaks, the server's CPU. Exit status 1 unless errors, leaks and
-acknowledged stores missing from their tenant's listing are 0. docs/benchmarks.md ("Memory service under load") has a run.
+errors (non-2xx or exceptions), leaks, the server's CPU, and, as the ceiling, the embedder's own
+texts/s on the same kind of texts (in a process like the server's, before it starts: in batches
+of as many texts as the clients can have in flight, and one at a time), with the service's
+req/s as a share of it (every request embeds one text). Exit status 1 unless errors, leaks and
+acknowledged stores missing from their tenant's listing are 0. docs/benchmarks.md ("Memory
+service under load") has a run.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from typing import Any
 import httpx
 
 from evals.report import RESULTS_DIR, command_line, machine, percentile, save, stage, table
-from evals.served import TENANTS, cpu_seconds, create_keys, serving
+from evals.served import TENANTS, cpu_seconds, create_keys, embed_ceiling, serving
 from evals.synthetic import generate
 from evals.tenant_leaks import cross_tenant_check, foreign, hits_of
 
@@ -188,10 +192,42 @@ def load(url: str, keys: dict[str, str], args: argparse.Namespace, corpus: dict,
     }
 
 
+def ceiling_texts(
+    args: argparse.Namespace, corpus: dict[str, Any], count: int = 1000
+) -> list[tuple[str, str]]:
+    """The texts the clients' requests embed, in the mix's proportions: a store embeds its
+    content, a retrieve or a search its query (one text a request)."""
+    rng = random.Random(args.seed)
+    weights = [float(w) for w in args.mix.split(",")]
+    texts = []
+    for n in range(count):
+        client = Client(n % args.clients, list(TENANTS)[n % 2])
+        path = rng.choices(ENDPOINTS, weights)[0]
+        body = request_for(path, client, corpus, n // args.clients, args.clients)
+        texts.append(("document", body["content"]) if "content" in body else ("query", body["query"]))
+    return texts
+
+
+def ceilings(args: argparse.Namespace, corpus: dict[str, Any]) -> dict[str, Any]:
+    """The embedder's own texts/s on the clients' kind of texts, in a process like the server's:
+    one at a time, and in batches of as many texts as can be in flight (one a client, up to the
+    server's embed_batch_size), the most the server's batches can hold."""
+    from dspy_memory.config import MemoryConfig
+
+    batch = min(args.clients, MemoryConfig.model_fields["embed_batch_size"].default)
+    texts = ceiling_texts(args, corpus)
+    return {
+        "batched": embed_ceiling(args.embedder, texts, batch, args.ceiling_seconds),
+        "alone": embed_ceiling(args.embedder, texts, 1, args.ceiling_seconds),
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-server-"))
     work.mkdir(parents=True, exist_ok=True)
     corpus = build_corpus(args)
+    stage(f"the embedder's ceiling: {args.embedder} alone, in a process like the server's")
+    ceiling = ceilings(args, corpus)
     stage(f"keys for {', '.join(TENANTS)} in {work / 'bench.db'} (embedder {args.embedder})")
     keys = create_keys(work / "bench.db", args.embedder)
     stage("starting dspy-memory serve")
@@ -216,6 +252,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cross_tenant=check,
         leaks_cross_tenant=len(check["leaks"]),
     )
+    results["embedder_ceiling"] = ceiling
+    results["share_of_ceiling"] = results["per_s"] / ceiling["batched"]["texts_per_s"]
     results["leaks"] = results["leaks_during_load"] + results["leaks_cross_tenant"]
     results["lost"] = sum(check["lost"].values())
     vacuous = not all(check["own_marker_hits"].values())
@@ -253,8 +291,19 @@ def report(r: dict[str, Any]) -> str:
         f"(of {', '.join(f'{t} {n}' for t, n in r['memories'].items())})",
         f"CPU during the load: server {'n/a' if cpu is None else f'{cpu:.2f}'} cores, "
         f"load generator {r['client_cpu_cores']:.2f} cores (of {r['machine']['cpus']})",
+        ceiling_line(r),
     ]
     return "\n".join(lines)
+
+
+def ceiling_line(r: dict[str, Any]) -> str:
+    batched, alone = r["embedder_ceiling"]["batched"], r["embedder_ceiling"]["alone"]
+    return (
+        f"the embedder's ceiling (on its own, in a process like the server's): {batched['texts_per_s']:.1f} "
+        f"texts/s in batches of {batched['batch']} ({batched['cpu_cores']:.2f} cores), "
+        f"{alone['texts_per_s']:.1f} texts/s one at a time; the service, one text a request: "
+        f"{r['per_s']:.1f} req/s = {r['share_of_ceiling']:.0%} of the ceiling"
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -269,6 +318,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds a request may take")
     parser.add_argument(
         "--start-timeout", type=float, default=120.0, help="seconds the server may take to start"
+    )
+    parser.add_argument(
+        "--ceiling-seconds",
+        type=float,
+        default=10.0,
+        help="seconds to measure the embedder alone, per batch size",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", default=None, help="the memory file and server log go here")
@@ -300,7 +355,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "p50 ms": [results["endpoints"][p]["p50_ms"] for p in endpoints],
             "p99 ms": [results["endpoints"][p]["p99_ms"] for p in endpoints],
         },
-        title=f"Latency under load ({args.clients} clients, {args.embedder} embedder)",
+        title=f"Latency under load ({args.clients} clients, {args.embedder} embedder): "
+        f"{results['per_s']:.0f} req/s, {results['share_of_ceiling']:.0%} of the embedder's "
+        f"{results['embedder_ceiling']['batched']['texts_per_s']:.0f} texts/s",
         ylabel="ms",
         text=shown,
         command=command_line("evals.bench_server", argv),

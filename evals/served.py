@@ -1,10 +1,13 @@
 """A `dspy-memory serve` process for benchmarks: two tenants' keys in a fresh file, the server
-in a process of its own on a free 127.0.0.1 port, stopped (and killed if it must be) at the end."""
+in a process of its own on a free 127.0.0.1 port, stopped (and killed if it must be) at the end.
+And the ceiling the server's embedder sets: its own texts/s, measured in a process like the
+server's (`python -m evals.served ceiling`, reading texts on stdin)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -106,4 +109,58 @@ def cpu_seconds(pid: int) -> float | None:
         return None
 
 
-# -- the traffic -----------------------------------------------------------------------------------
+# -- the embedder's ceiling --------------------------------------------------------------------------
+
+
+def embed_ceiling(embedder: str, texts: list[tuple[str, str]], batch: int, seconds: float) -> dict:
+    """What the server's embedder does on its own: texts/s embedding `texts` ((kind, text)
+    pairs, kind "query" or "document") `batch` at a time for `seconds`, in a process of its own
+    started like the server (same environment, so the same BLAS threads), the model built as the
+    server builds it, without its cache (the clients' texts are all new) or micro-batcher."""
+    command = [sys.executable, "-m", "evals.served", "ceiling", "--embedder", embedder]
+    command += ["--batch", str(batch), "--seconds", str(seconds)]
+    done = subprocess.run(
+        command, input=json.dumps(texts), capture_output=True, text=True, cwd=ROOT, env=server_env(),
+        timeout=seconds + 300, check=True,
+    )  # fmt: skip
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _measure_ceiling(argv: list[str]) -> dict:
+    from dspy_memory.config import MemoryConfig
+    from dspy_memory.embed import make_embedder
+
+    parser = argparse.ArgumentParser(prog="python -m evals.served ceiling")
+    parser.add_argument("--embedder", required=True)
+    parser.add_argument("--batch", type=int, required=True)
+    parser.add_argument("--seconds", type=float, required=True)
+    args = parser.parse_args(argv)
+    pairs = json.loads(sys.stdin.read())
+    config = MemoryConfig(path="ceiling.db", embedder=args.embedder)  # defaults, as `serve` has
+    built = make_embedder(
+        args.embedder, batch_size=config.embed_batch_size, cache_size=0, local_backend=config.local_backend
+    )
+    model = getattr(built, "inner", built)  # the model itself, not the batcher in front of it
+    as_query = getattr(model, "query_text", lambda text: text)
+    texts = [as_query(text) if kind == "query" else text for kind, text in pairs]
+    model.embed(texts[: args.batch])  # loads the model
+    embedded, batches, start, cpu = 0, 0, time.perf_counter(), time.process_time()
+    while batches < 3 or time.perf_counter() - start < args.seconds:
+        chunk = [texts[(embedded + i) % len(texts)] for i in range(args.batch)]
+        model.embed(chunk)
+        embedded, batches = embedded + len(chunk), batches + 1
+    wall = time.perf_counter() - start
+    return {
+        "batch": args.batch,
+        "texts": embedded,
+        "seconds": wall,
+        "texts_per_s": embedded / wall,
+        "ms_per_batch": wall / batches * 1000,
+        "cpu_cores": (time.process_time() - cpu) / wall,
+    }
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["ceiling"]:
+        sys.exit("usage: python -m evals.served ceiling --embedder SPEC --batch N --seconds S < texts.json")
+    print(json.dumps(_measure_ceiling(sys.argv[2:])))
