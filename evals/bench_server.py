@@ -28,6 +28,7 @@ service under load") has a run.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import sys
@@ -42,7 +43,16 @@ from typing import Any
 import httpx
 
 from evals.report import RESULTS_DIR, command_line, machine, percentile, save, stage, table
-from evals.served import TENANTS, cpu_seconds, create_keys, embed_ceiling, serving
+from evals.served import (
+    ROOT,
+    TENANTS,
+    code_in_use,
+    cpu_seconds,
+    create_keys,
+    embed_ceiling,
+    machine_busy_seconds,
+    serving,
+)
 from evals.synthetic import generate
 from evals.tenant_leaks import cross_tenant_check, foreign, hits_of
 
@@ -146,7 +156,7 @@ def load(url: str, keys: dict[str, str], args: argparse.Namespace, corpus: dict,
     """--clients threads for --seconds; the per-endpoint numbers, errors and leaks."""
     tenants = list(TENANTS)
     clients = [Client(index, tenants[index % 2]) for index in range(args.clients)]
-    server_cpu, own_cpu = cpu_seconds(pid), time.process_time()
+    server_cpu, own_cpu, busy = cpu_seconds(pid), time.process_time(), machine_busy_seconds()
     start = time.monotonic()
     until = start + args.seconds
     threads = [
@@ -159,7 +169,7 @@ def load(url: str, keys: dict[str, str], args: argparse.Namespace, corpus: dict,
         thread.join(max(0.1, until + args.timeout + 5 - time.monotonic()))
     stuck = sum(thread.is_alive() for thread in threads)
     window = max(c.finished for c in clients) - start if not stuck else time.monotonic() - start
-    server_used = cpu_seconds(pid)
+    server_used, busy_after = cpu_seconds(pid), machine_busy_seconds()
     endpoints = {}
     for path in ENDPOINTS:
         latencies = [ms for c in clients for ms in c.latencies[path]]
@@ -189,6 +199,12 @@ def load(url: str, keys: dict[str, str], args: argparse.Namespace, corpus: dict,
         "stored": {t: [i for c in clients if c.tenant == t for i in c.stored] for t in TENANTS},
         "server_cpu_cores": (server_used - server_cpu) / window if server_cpu is not None else None,
         "client_cpu_cores": (time.process_time() - own_cpu) / window,
+        # Everything else the machine ran meanwhile (other people's tests on a shared machine).
+        "other_cpu_cores": (busy_after - busy - (server_used - server_cpu)) / window
+        - (time.process_time() - own_cpu) / window
+        if busy is not None and server_cpu is not None
+        else None,
+        "load_average": os.getloadavg(),
     }
 
 
@@ -217,8 +233,8 @@ def ceilings(args: argparse.Namespace, corpus: dict[str, Any]) -> dict[str, Any]
     batch = min(args.clients, MemoryConfig.model_fields["embed_batch_size"].default)
     texts = ceiling_texts(args, corpus)
     return {
-        "batched": embed_ceiling(args.embedder, texts, batch, args.ceiling_seconds),
-        "alone": embed_ceiling(args.embedder, texts, 1, args.ceiling_seconds),
+        "batched": embed_ceiling(args.embedder, texts, batch, args.ceiling_seconds, args.code),
+        "alone": embed_ceiling(args.embedder, texts, 1, args.ceiling_seconds, args.code),
     }
 
 
@@ -229,7 +245,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     stage(f"the embedder's ceiling: {args.embedder} alone, in a process like the server's")
     ceiling = ceilings(args, corpus)
     stage(f"keys for {', '.join(TENANTS)} in {work / 'bench.db'} (embedder {args.embedder})")
-    keys = create_keys(work / "bench.db", args.embedder)
+    keys = create_keys(work / "bench.db", args.embedder, args.code)
     stage("starting dspy-memory serve")
     with serving(work, args) as (url, process):
         stage(f"serving at {url} (pid {process.pid}); seeding {args.seed_memories} memories per tenant")
@@ -240,7 +256,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for tenant in TENANTS:
             ids[tenant] += results["stored"][tenant]
         check = cross_tenant_check(url, keys, ids, corpus)
-        server = {"pid": process.pid, "url": url}
+        server = {"pid": process.pid, "url": url, "code": code_in_use(args.code)}
     server["returncode"] = process.returncode
     results.pop("stored")
     results.update(
@@ -290,7 +306,9 @@ def report(r: dict[str, Any]) -> str:
         f"acknowledged memories missing from their tenant's listing: {r['lost']} "
         f"(of {', '.join(f'{t} {n}' for t, n in r['memories'].items())})",
         f"CPU during the load: server {'n/a' if cpu is None else f'{cpu:.2f}'} cores, "
-        f"load generator {r['client_cpu_cores']:.2f} cores (of {r['machine']['cpus']})",
+        f"load generator {r['client_cpu_cores']:.2f} cores, other processes "
+        f"{'n/a' if r['other_cpu_cores'] is None else format(r['other_cpu_cores'], '.2f')} cores "
+        f"(of {r['machine']['cpus']}; load average {r['load_average'][0]:.2f})",
         ceiling_line(r),
     ]
     return "\n".join(lines)
@@ -325,6 +343,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=10.0,
         help="seconds to measure the embedder alone, per batch size",
     )
+    parser.add_argument(
+        "--code",
+        type=Path,
+        default=ROOT,
+        help="the checkout whose dspy_memory the server runs (default: this one)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", default=None, help="the memory file and server log go here")
     parser.add_argument("--keep", action="store_true", help="keep the work dir (always kept on failure)")
@@ -337,7 +361,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     shown = "\n\n".join(
         [
             f"Memory service under load: {args.clients} clients, 2 tenants, {results['window_s']:.1f} s, "
-            f"embedder {args.embedder}, mix store/retrieve/search {args.mix}",
+            f"embedder {args.embedder}, mix store/retrieve/search {args.mix}, server code "
+            f"{results['server']['code']}",
             report(results),
             "OK: no errors, no leaks, nothing lost"
             if results["ok"]
