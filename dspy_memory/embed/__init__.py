@@ -54,13 +54,16 @@ def make_embedder(
     kind = kind.strip().lower()
     model = model.strip()
     kwargs = {"batch_size": batch_size, "cache_size": cache_size}
-    batched = {"wait_ms": batch_wait_ms, "max_batch": batch_size}
+
+    def batched(model: Embedder) -> MicroBatcher:
+        return MicroBatcher(model, wait_ms=batch_wait_ms, max_batch=batch_size)
+
     if kind == "local":
-        return MicroBatcher(LocalEmbedder(model or MINILM, backend=local_backend, **kwargs), **batched)
+        return batched(LocalEmbedder(model or MINILM, backend=local_backend, **kwargs))
     if kind == "ollama":
-        return MicroBatcher(OllamaEmbedder(model or "nomic-embed-text", **kwargs), **batched)
+        return batched(OllamaEmbedder(model or "nomic-embed-text", **kwargs))
     if kind == "openai":
-        return MicroBatcher(OpenAIEmbedder(model or "text-embedding-3-small", **kwargs), **batched)
+        return batched(OpenAIEmbedder(model or "text-embedding-3-small", **kwargs))
     if kind in ("test", "hash"):  # hashing costs the same per text alone or batched
         return HashEmbedder(int(model) if model else 64, **kwargs)
     raise ValueError(f"unknown embedder {spec!r}; use one of: {', '.join(SPECS)}")

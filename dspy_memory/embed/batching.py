@@ -58,6 +58,7 @@ class MicroBatcher:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
         self.inner = inner
+        self.name = inner.name
         self.wait_seconds = wait_ms / 1000
         self.max_batch = max_batch
         self._lock = threading.Lock()
@@ -68,10 +69,6 @@ class MicroBatcher:
         self._closed = False
         self._last_callers = 1
         self.batches = 0  # batches run (model calls, unless the inner embedder splits them)
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
 
     @property
     def dim(self) -> int:
@@ -147,7 +144,8 @@ class MicroBatcher:
                     if remaining <= 0:
                         break
                     self._arrived.wait(remaining)
-            batch, size = [], 0
+            batch: list[_Request] = []
+            size = 0
             while self._queue and (not batch or size + len(self._queue[0].texts) <= self.max_batch):
                 request = self._queue.pop(0)
                 batch.append(request)
