@@ -81,6 +81,7 @@ def open_store(config: MemoryConfig, embedder: Any) -> tuple[Store, Embedder]:
             batch_size=config.embed_batch_size,
             cache_size=config.embed_cache_size,
             local_backend=config.local_backend,
+            batch_wait_ms=config.embed_batch_wait_ms,
         )
         try:
             store.bind_embedder(chosen.name, chosen.dim)

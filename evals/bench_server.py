@@ -17,13 +17,18 @@ cross-tenant check searches each tenant for the other's marker and questions (ev
 dense, keyword and hybrid), reads, and forgets the other's memories by id, and names the
 other's user_id on every route: any such hit or 2xx is a leak; searching for the tenant's own
 marker must find its memories (the control). Reported: requests, req/s, p50/p99 per endpoint,
-errors (non-2xx or exceptions), leaks, the server's CPU. Exit status 1 unless errors, leaks and
-acknowledged stores missing from their tenant's listing are 0. docs/benchmarks.md ("Memory service under load") has a run.
+errors (non-2xx or exceptions), leaks, the server's CPU, and, as the ceiling, the embedder's own
+texts/s on the same kind of texts (in a process like the server's, before it starts: in batches
+of as many texts as the clients can have in flight, and one at a time), with the service's
+req/s as a share of it (every request embeds one text). Exit status 1 unless errors, leaks and
+acknowledged stores missing from their tenant's listing are 0. docs/benchmarks.md ("Memory
+service under load") has a run.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import sys
@@ -38,7 +43,16 @@ from typing import Any
 import httpx
 
 from evals.report import RESULTS_DIR, command_line, machine, percentile, save, stage, table
-from evals.served import TENANTS, cpu_seconds, create_keys, serving
+from evals.served import (
+    ROOT,
+    TENANTS,
+    code_in_use,
+    cpu_seconds,
+    create_keys,
+    embed_ceiling,
+    machine_busy_seconds,
+    serving,
+)
 from evals.synthetic import generate
 from evals.tenant_leaks import cross_tenant_check, foreign, hits_of
 
@@ -142,7 +156,7 @@ def load(url: str, keys: dict[str, str], args: argparse.Namespace, corpus: dict,
     """--clients threads for --seconds; the per-endpoint numbers, errors and leaks."""
     tenants = list(TENANTS)
     clients = [Client(index, tenants[index % 2]) for index in range(args.clients)]
-    server_cpu, own_cpu = cpu_seconds(pid), time.process_time()
+    server_cpu, own_cpu, busy = cpu_seconds(pid), time.process_time(), machine_busy_seconds()
     start = time.monotonic()
     until = start + args.seconds
     threads = [
@@ -155,7 +169,7 @@ def load(url: str, keys: dict[str, str], args: argparse.Namespace, corpus: dict,
         thread.join(max(0.1, until + args.timeout + 5 - time.monotonic()))
     stuck = sum(thread.is_alive() for thread in threads)
     window = max(c.finished for c in clients) - start if not stuck else time.monotonic() - start
-    server_used = cpu_seconds(pid)
+    server_used, busy_after = cpu_seconds(pid), machine_busy_seconds()
     endpoints = {}
     for path in ENDPOINTS:
         latencies = [ms for c in clients for ms in c.latencies[path]]
@@ -185,6 +199,42 @@ def load(url: str, keys: dict[str, str], args: argparse.Namespace, corpus: dict,
         "stored": {t: [i for c in clients if c.tenant == t for i in c.stored] for t in TENANTS},
         "server_cpu_cores": (server_used - server_cpu) / window if server_cpu is not None else None,
         "client_cpu_cores": (time.process_time() - own_cpu) / window,
+        # Everything else the machine ran meanwhile (other people's tests on a shared machine).
+        "other_cpu_cores": (busy_after - busy - (server_used - server_cpu)) / window
+        - (time.process_time() - own_cpu) / window
+        if busy is not None and server_cpu is not None
+        else None,
+        "load_average": os.getloadavg(),
+    }
+
+
+def ceiling_texts(
+    args: argparse.Namespace, corpus: dict[str, Any], count: int = 1000
+) -> list[tuple[str, str]]:
+    """The texts the clients' requests embed, in the mix's proportions: a store embeds its
+    content, a retrieve or a search its query (one text a request)."""
+    rng = random.Random(args.seed)
+    weights = [float(w) for w in args.mix.split(",")]
+    texts = []
+    for n in range(count):
+        client = Client(n % args.clients, list(TENANTS)[n % 2])
+        path = rng.choices(ENDPOINTS, weights)[0]
+        body = request_for(path, client, corpus, n // args.clients, args.clients)
+        texts.append(("document", body["content"]) if "content" in body else ("query", body["query"]))
+    return texts
+
+
+def ceilings(args: argparse.Namespace, corpus: dict[str, Any]) -> dict[str, Any]:
+    """The embedder's own texts/s on the clients' kind of texts, in a process like the server's:
+    one at a time, and in batches of as many texts as can be in flight (one a client, up to the
+    server's embed_batch_size), the most the server's batches can hold."""
+    from dspy_memory.config import MemoryConfig
+
+    batch = min(args.clients, MemoryConfig.model_fields["embed_batch_size"].default)
+    texts = ceiling_texts(args, corpus)
+    return {
+        "batched": embed_ceiling(args.embedder, texts, batch, args.ceiling_seconds, args.code),
+        "alone": embed_ceiling(args.embedder, texts, 1, args.ceiling_seconds, args.code),
     }
 
 
@@ -192,8 +242,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-server-"))
     work.mkdir(parents=True, exist_ok=True)
     corpus = build_corpus(args)
+    stage(f"the embedder's ceiling: {args.embedder} alone, in a process like the server's")
+    ceiling = ceilings(args, corpus)
     stage(f"keys for {', '.join(TENANTS)} in {work / 'bench.db'} (embedder {args.embedder})")
-    keys = create_keys(work / "bench.db", args.embedder)
+    keys = create_keys(work / "bench.db", args.embedder, args.code)
     stage("starting dspy-memory serve")
     with serving(work, args) as (url, process):
         stage(f"serving at {url} (pid {process.pid}); seeding {args.seed_memories} memories per tenant")
@@ -204,7 +256,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for tenant in TENANTS:
             ids[tenant] += results["stored"][tenant]
         check = cross_tenant_check(url, keys, ids, corpus)
-        server = {"pid": process.pid, "url": url}
+        server = {"pid": process.pid, "url": url, "code": code_in_use(args.code)}
     server["returncode"] = process.returncode
     results.pop("stored")
     results.update(
@@ -216,6 +268,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cross_tenant=check,
         leaks_cross_tenant=len(check["leaks"]),
     )
+    results["embedder_ceiling"] = ceiling
+    results["share_of_ceiling"] = results["per_s"] / ceiling["batched"]["texts_per_s"]
     results["leaks"] = results["leaks_during_load"] + results["leaks_cross_tenant"]
     results["lost"] = sum(check["lost"].values())
     vacuous = not all(check["own_marker_hits"].values())
@@ -252,9 +306,22 @@ def report(r: dict[str, Any]) -> str:
         f"acknowledged memories missing from their tenant's listing: {r['lost']} "
         f"(of {', '.join(f'{t} {n}' for t, n in r['memories'].items())})",
         f"CPU during the load: server {'n/a' if cpu is None else f'{cpu:.2f}'} cores, "
-        f"load generator {r['client_cpu_cores']:.2f} cores (of {r['machine']['cpus']})",
+        f"load generator {r['client_cpu_cores']:.2f} cores, other processes "
+        f"{'n/a' if r['other_cpu_cores'] is None else format(r['other_cpu_cores'], '.2f')} cores "
+        f"(of {r['machine']['cpus']}; load average {r['load_average'][0]:.2f})",
+        ceiling_line(r),
     ]
     return "\n".join(lines)
+
+
+def ceiling_line(r: dict[str, Any]) -> str:
+    batched, alone = r["embedder_ceiling"]["batched"], r["embedder_ceiling"]["alone"]
+    return (
+        f"the embedder's ceiling (on its own, in a process like the server's): {batched['texts_per_s']:.1f} "
+        f"texts/s in batches of {batched['batch']} ({batched['cpu_cores']:.2f} cores), "
+        f"{alone['texts_per_s']:.1f} texts/s one at a time; the service, one text a request: "
+        f"{r['per_s']:.1f} req/s = {r['share_of_ceiling']:.0%} of the ceiling"
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -270,6 +337,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--start-timeout", type=float, default=120.0, help="seconds the server may take to start"
     )
+    parser.add_argument(
+        "--ceiling-seconds",
+        type=float,
+        default=10.0,
+        help="seconds to measure the embedder alone, per batch size",
+    )
+    parser.add_argument(
+        "--code",
+        type=Path,
+        default=ROOT,
+        help="the checkout whose dspy_memory the server runs (default: this one)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", default=None, help="the memory file and server log go here")
     parser.add_argument("--keep", action="store_true", help="keep the work dir (always kept on failure)")
@@ -282,7 +361,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     shown = "\n\n".join(
         [
             f"Memory service under load: {args.clients} clients, 2 tenants, {results['window_s']:.1f} s, "
-            f"embedder {args.embedder}, mix store/retrieve/search {args.mix}",
+            f"embedder {args.embedder}, mix store/retrieve/search {args.mix}, server code "
+            f"{results['server']['code']}",
             report(results),
             "OK: no errors, no leaks, nothing lost"
             if results["ok"]
@@ -300,7 +380,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "p50 ms": [results["endpoints"][p]["p50_ms"] for p in endpoints],
             "p99 ms": [results["endpoints"][p]["p99_ms"] for p in endpoints],
         },
-        title=f"Latency under load ({args.clients} clients, {args.embedder} embedder)",
+        title=f"Latency under load ({args.clients} clients, {args.embedder} embedder): "
+        f"{results['per_s']:.0f} req/s, {results['share_of_ceiling']:.0%} of the embedder's "
+        f"{results['embedder_ceiling']['batched']['texts_per_s']:.0f} texts/s",
         ylabel="ms",
         text=shown,
         command=command_line("evals.bench_server", argv),

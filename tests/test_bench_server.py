@@ -24,6 +24,7 @@ def test_the_load_test_runs_stops_and_finds_no_errors_and_no_leaks(tmp_path, cap
             "--clients", "4",
             "--embedder", "test",
             "--seed-memories", "20",
+            "--ceiling-seconds", "0.5",
             "--workdir", str(tmp_path / "work"),
             "--out", str(tmp_path / "bench_server.json"),
             "--plot", str(tmp_path / "bench_server.png"),
@@ -39,8 +40,14 @@ def test_the_load_test_runs_stops_and_finds_no_errors_and_no_leaks(tmp_path, cap
     assert saved["hits_checked"] > 0 and saved["cross_tenant"]["probes"] > 0
     assert all(saved["cross_tenant"]["own_marker_hits"].values())  # the check is not vacuous
     assert saved["lost"] == 0 and saved["ok"] is True and results["ok"] is True
+    # The embedder's own rate on the clients' texts, in batches of as many as can be in flight.
+    ceiling = saved["embedder_ceiling"]
+    assert ceiling["batched"]["batch"] == 4 and ceiling["alone"]["batch"] == 1
+    assert ceiling["batched"]["texts"] >= 3 * 4 and ceiling["batched"]["texts_per_s"] > 0
+    assert saved["share_of_ceiling"] == saved["per_s"] / ceiling["batched"]["texts_per_s"]
     assert (tmp_path / "bench_server.png").stat().st_size > 0
-    assert "POST /retrieve_memory" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "POST /retrieve_memory" in printed and "of the ceiling" in printed
     # It stopped by itself and took the server with it.
     assert saved["server"]["returncode"] is not None
     with pytest.raises(ProcessLookupError):

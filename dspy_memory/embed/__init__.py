@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 from dspy_memory.embed.base import BatchedEmbedder, Embedder, forget_cached_content, text_hash
+from dspy_memory.embed.batching import MicroBatcher
 from dspy_memory.embed.hashing import HashEmbedder
 from dspy_memory.embed.local import MINILM, LocalEmbedder
 from dspy_memory.embed.remote import OllamaEmbedder, OpenAIEmbedder
@@ -53,12 +54,20 @@ def check_spec(spec: str) -> None:
 
 
 def make_embedder(
-    spec: Any = "local", *, batch_size: int = 64, cache_size: int = 10_000, local_backend: str | None = None
+    spec: Any = "local",
+    *,
+    batch_size: int = 64,
+    cache_size: int = 10_000,
+    local_backend: str | None = None,
+    batch_wait_ms: float = 2.0,
 ) -> Embedder:
     """Build an embedder from a spec string, an Embedder, or a `dspy.Embedder`.
 
     Never falls back silently: if the requested embedder cannot be built, the error says why.
-    The deterministic test embedder is used only when asked for by name ("test").
+    The deterministic test embedder is used only when asked for by name ("test"). Models
+    ("local", "ollama", "openai") come behind a MicroBatcher: concurrent callers' texts go
+    through the model together, up to `batch_size` texts, a leader waiting up to
+    `batch_wait_ms` for company under load (embed/batching.py).
     """
     if is_embedder(spec):
         return spec
@@ -75,12 +84,17 @@ def make_embedder(
     check_spec(spec)
     kind, model = _parts(spec)
     kwargs = {"batch_size": batch_size, "cache_size": cache_size}
+
+    def batched(model: Embedder) -> MicroBatcher:
+        return MicroBatcher(model, wait_ms=batch_wait_ms, max_batch=batch_size)
+
     if kind == "local":
-        return LocalEmbedder(model or MINILM, backend=local_backend, **kwargs)
+        return batched(LocalEmbedder(model or MINILM, backend=local_backend, **kwargs))
     if kind == "ollama":
-        return OllamaEmbedder(model or "nomic-embed-text", **kwargs)
+        return batched(OllamaEmbedder(model or "nomic-embed-text", **kwargs))
     if kind == "openai":
-        return OpenAIEmbedder(model or "text-embedding-3-small", **kwargs)
+        return batched(OpenAIEmbedder(model or "text-embedding-3-small", **kwargs))
+    # check_spec refused anything else: a hash test embedder (it costs the same alone or batched).
     return HashEmbedder(int(model) if model else 64, **kwargs)
 
 
@@ -136,6 +150,7 @@ __all__ = [
     "Embedder",
     "HashEmbedder",
     "LocalEmbedder",
+    "MicroBatcher",
     "OllamaEmbedder",
     "OpenAIEmbedder",
     "from_dspy_embedder",

@@ -73,16 +73,8 @@ class BatchedEmbedder(ABC):
                 raise TypeError(f"texts must be strings, got {type(text).__name__}")
         keys = [text_hash(text) for text in texts]
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        missing: dict[str, list[int]] = {}
         with self._cache_lock:
-            for index, key in enumerate(keys):
-                cached = self._cache.get(key)
-                if cached is not None:
-                    self._cache.move_to_end(key)
-                    out[index] = cached
-                    self.cache_hits += 1
-                else:
-                    missing.setdefault(key, []).append(index)
+            missing = self._from_cache(keys, out)
         unique = list(missing)
         for start in range(0, len(unique), self.batch_size):
             batch_keys = unique[start : start + self.batch_size]
@@ -99,10 +91,41 @@ class BatchedEmbedder(ABC):
                     self._cache.popitem(last=False)
         return out
 
+    def _from_cache(self, keys: list[str], out: np.ndarray) -> dict[str, list[int]]:
+        """Fill `out`'s rows whose key is cached; the rows of each key that is not. The caller
+        holds the cache lock."""
+        missing: dict[str, list[int]] = {}
+        for index, key in enumerate(keys):
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                out[index] = cached
+                self.cache_hits += 1
+            else:
+                missing.setdefault(key, []).append(index)
+        return missing
+
+    def cached(self, texts: list[str]) -> np.ndarray | None:
+        """The texts' vectors if every one is cached, else None (nothing counted). A batcher
+        asks first, so a caller whose texts are cached does not queue behind the model."""
+        if not self.cache_size or not all(isinstance(text, str) for text in texts):
+            return None
+        keys = [text_hash(text) for text in texts]
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        with self._cache_lock:
+            if not all(key in self._cache for key in keys):
+                return None
+            self._from_cache(keys, out)
+        return out
+
+    def query_text(self, text: str) -> str:
+        """The text a query is embedded as (with the model's query prefix, if it has one)."""
+        return self._query_text(text)
+
     def embed_query(self, text: str) -> np.ndarray:
         if not isinstance(text, str):
             raise TypeError(f"a query must be a string, not {type(text).__name__}")
-        return self.embed([self._query_text(text)])[0]
+        return self.embed([self.query_text(text)])[0]
 
     def clear_cache(self) -> None:
         with self._cache_lock:
