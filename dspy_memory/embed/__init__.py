@@ -83,19 +83,26 @@ def make_embedder(
         raise TypeError(f"embedder must be a spec string or an Embedder, not {type(spec).__name__}")
     check_spec(spec)
     kind, model = _parts(spec)
-    kwargs = {"batch_size": batch_size, "cache_size": cache_size}
 
     def batched(model: Embedder) -> MicroBatcher:
         return MicroBatcher(model, wait_ms=batch_wait_ms, max_batch=batch_size)
 
     if kind == "local":
-        return batched(LocalEmbedder(model or MINILM, backend=local_backend, **kwargs))
+        return batched(
+            LocalEmbedder(
+                model or MINILM, backend=local_backend, batch_size=batch_size, cache_size=cache_size
+            )
+        )
     if kind == "ollama":
-        return batched(OllamaEmbedder(model or "nomic-embed-text", **kwargs))
+        return batched(
+            OllamaEmbedder(model or "nomic-embed-text", batch_size=batch_size, cache_size=cache_size)
+        )
     if kind == "openai":
-        return batched(OpenAIEmbedder(model or "text-embedding-3-small", **kwargs))
+        return batched(
+            OpenAIEmbedder(model or "text-embedding-3-small", batch_size=batch_size, cache_size=cache_size)
+        )
     # check_spec refused anything else: a hash test embedder (it costs the same alone or batched).
-    return HashEmbedder(int(model) if model else 64, **kwargs)
+    return HashEmbedder(int(model) if model else 64, batch_size=batch_size, cache_size=cache_size)
 
 
 def spec_for_recorded(name: str) -> str | None:
