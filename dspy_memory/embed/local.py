@@ -146,9 +146,9 @@ class LocalEmbedder(BatchedEmbedder):
             if folder is None
             else unsupported_reason(folder)
         )
-        if reason is None:
+        if reason is None and folder is not None:
             try:
-                encoder = NumpyBertEncoder(folder)  # type: ignore[arg-type]
+                encoder = NumpyBertEncoder(folder)
             except ImportError as exc:
                 reason = f"{exc.name} is not installed (pip install 'dspy-memory[local]')"
             else:
@@ -194,7 +194,9 @@ class LocalEmbedder(BatchedEmbedder):
     def dim(self) -> int:
         if self._dim is None:
             self._load()
-        return self._dim  # type: ignore[return-value]
+        if self._dim is None:  # _load sets it or raises
+            raise EmbeddingError(f"the local model {self.model!r} did not report its dimension")
+        return self._dim
 
     def _query_text(self, text: str) -> str:
         return self.query_prefix + text

@@ -26,10 +26,13 @@ class _ProbedDim:
 
     _dim: int | None
 
+    def _embed_batch(self, texts: list[str]) -> list[list[float]]:
+        raise NotImplementedError  # the embedder it is mixed into has it
+
     @property
     def dim(self) -> int:
         if self._dim is None:
-            vectors = self._embed_batch(["dimension probe"])  # type: ignore[attr-defined]
+            vectors = self._embed_batch(["dimension probe"])
             self._dim = len(vectors[0])
         return self._dim
 
