@@ -230,16 +230,9 @@ def test_every_public_method_is_forwarded_by_a_scoped_handle_or_excluded_with_a_
 # -- agents -----------------------------------------------------------------------------------
 
 
-def test_react_acall_with_memory_tools_runs_three_users_together_without_stalling(tmp_path):
-    """Each user's agent recalls, remembers (a write-path LM call inside the tool) and answers;
-    every LM answer takes 0.5 s."""
-
-    def plan(question: str, trajectory: str, memory_context: str) -> Any:
-        if "recall" not in trajectory:
-            return "recall", {"query": "where do I live"}
-        if "remember" not in trajectory:
-            return "remember", {"content": question}
-        return None
+def slow_agent_lm(plan: Any) -> Any:
+    """A scripted agent LM that answers "Noted." and, asked to write, adds each turn as said;
+    every answer takes LM_SECONDS."""
 
     def write(turns: list[dict[str, Any]], existing: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [
@@ -251,6 +244,21 @@ def test_react_acall_with_memory_tools_runs_three_users_together_without_stallin
         plan, lambda question, trajectory: "Noted.", write=write, model="scripted/slow-agent"
     )
     lm.engine.delay_s = LM_SECONDS
+    return lm
+
+
+def test_react_acall_with_memory_tools_runs_three_users_together_without_stalling(tmp_path):
+    """Each user's agent recalls, remembers (a write-path LM call inside the tool) and answers;
+    every LM answer takes 0.5 s."""
+
+    def plan(question: str, trajectory: str, memory_context: str) -> Any:
+        if "recall" not in trajectory:
+            return "recall", {"query": "where do I live"}
+        if "remember" not in trajectory:
+            return "remember", {"content": question}
+        return None
+
+    lm = slow_agent_lm(plan)
 
     with dspy.context(lm=lm), Memory(str(tmp_path / "m.db"), embedder=HashEmbedder(64)) as memory:
         memory.add("warm-up", user_id="nobody", infer=False)
@@ -306,16 +314,7 @@ def test_memory_react_acall_reads_and_logs_memory_off_the_loop(tmp_path):
     def plan(question: str, trajectory: str, memory_context: str) -> Any:
         return ("remember", {"content": question}) if "remember" not in trajectory else None
 
-    def write(turns: list[dict[str, Any]], existing: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [
-            {"action": "ADD", "content": turn["text"], "subject": "user", "predicate": "said"}
-            for turn in turns
-        ]
-
-    lm = scripted_agent_lm(
-        plan, lambda question, trajectory: "Noted.", write=write, model="scripted/slow-react"
-    )
-    lm.engine.delay_s = LM_SECONDS
+    lm = slow_agent_lm(plan)
     with dspy.context(lm=lm), Memory(str(tmp_path / "m.db"), embedder=HashEmbedder(64)) as memory:
         memory.add("warm-up", user_id="nobody", infer=False)
         agents = {
