@@ -47,7 +47,14 @@ from dspy_memory.types import (
 )
 from dspy_memory.util.aio import Workers, awaitable
 from dspy_memory.util.lm import ADD_PURPOSE, lm_for, resolve_lm
-from dspy_memory.util.text import SINGLE_VALUED_PREDICATES, check_choice, check_count, check_id, valid_text
+from dspy_memory.util.text import (
+    SINGLE_VALUED_PREDICATES,
+    check_choice,
+    check_count,
+    check_flag,
+    check_id,
+    valid_text,
+)
 from dspy_memory.util.timeutil import TimeLike, to_db
 from dspy_memory.write.inputs import MessagesInput
 
@@ -214,8 +221,7 @@ class Memory:
         (default), "dense", "keyword", "graph". agent_id and run_id left out match any;
         exact=True reads the scope as written, as the agent tools do (left out: stored without).
         Memories archived by `maintain()` are found only with include_archived=True."""
-        if not isinstance(exact, bool):
-            raise InvalidInputError(f"exact must be True or False, not {type(exact).__name__}")
+        check_flag(exact, "exact")
         where = self._scope("search", scope, exact=exact)
         options = dict(k=k, recipe=recipe, kinds=kinds, filters=filters, include_archived=include_archived)
         return self._retriever.search_at(query, where, as_of=as_of, known_at=known_at, **options)
@@ -225,8 +231,7 @@ class Memory:
         Reading a memory is a recall: it slows its forgetting (docs/lifecycle.md); recall=False
         only looks (inspection tools, evals)."""
         memory_id, where = self._owned("get", memory_id, owner)
-        if not isinstance(recall, bool):
-            raise InvalidInputError(f"recall must be True or False, not {type(recall).__name__}")
+        check_flag(recall, "recall")
         row_id = self.store.current_row_id(memory_id, scope=where) if recall else None
         if row_id is not None and self.config.track_access:
             self._retriever.recalls.add([row_id])
@@ -268,8 +273,7 @@ class Memory:
         if len(prefix) < 4:
             raise InvalidInputError(f"prefix must have 4 characters or more, not {len(prefix)}")
         check_count(limit, "limit", low=1, high=100)
-        if not isinstance(exact, bool):
-            raise InvalidInputError(f"exact must be True or False, not {type(exact).__name__}")
+        check_flag(exact, "exact")
         return self.store.ids_with_prefix(prefix, self._scope("find_ids", scope, exact=exact), limit=limit)
 
     def history(self, memory_id: str, **owner: Unpack[OwnerArgs]) -> list[Event]:
@@ -508,8 +512,7 @@ class Memory:
     def pin(self, memory_id: str, pinned: bool = True, **owner: Unpack[OwnerArgs]) -> MemoryRecord:
         """Pin a memory so it never decays (pinned=False: unpin); an archived one is restored."""
         memory_id, where = self._owned("pin", memory_id, owner)
-        if not isinstance(pinned, bool):
-            raise InvalidInputError(f"pinned must be True or False, not {type(pinned).__name__}")
+        check_flag(pinned, "pinned")
         return self._retriever.with_retention(self.store.set_pinned(memory_id, scope=where, pinned=pinned))
 
     def lifecycle_settings(
@@ -580,8 +583,7 @@ class Memory:
         the same key. Returns the manifest. Refuses an existing `dest` unless overwrite=True."""
         from dspy_memory.governance.backup import backup
 
-        if not isinstance(overwrite, bool):
-            raise InvalidInputError(f"overwrite must be True or False, not {type(overwrite).__name__}")
+        check_flag(overwrite, "overwrite")
         self.store.check_open()
         return backup(self.store, dest, overwrite=overwrite, encryption_key=self._encryption_key())
 
@@ -663,10 +665,7 @@ class Memory:
         an ExportReport (path, records per type, sha256 of the records)."""
         from dspy_memory.governance.exchange import export_scope
 
-        if not isinstance(include_embeddings, bool):
-            raise InvalidInputError(
-                f"include_embeddings must be True or False, not {type(include_embeddings).__name__}"
-            )
+        check_flag(include_embeddings, "include_embeddings")
         where = self._scopes.read_or_all("export", scope, all_scopes)
         self._first_use()
         self.store.check_open()

@@ -10,7 +10,7 @@ from typing_extensions import TypedDict
 
 from dspy_memory.errors import InvalidInputError, ScopeError
 from dspy_memory.types import Scope
-from dspy_memory.util.text import check_id
+from dspy_memory.util.text import check_flag, check_id
 
 # Ids are UUIDs (36 characters); the agent tools and the CLI show the first 8.
 FULL_ID_LENGTH = 36
@@ -75,8 +75,7 @@ class ScopeRules:
 
     def read_or_all(self, method: str, args: Mapping[str, Any], all_scopes: Any) -> Scope | None:
         """The scope a read names, or None for every scope (all_scopes=True, and no ids)."""
-        if not isinstance(all_scopes, bool):
-            raise InvalidInputError(f"all_scopes must be True or False, not {type(all_scopes).__name__}")
+        check_flag(all_scopes, "all_scopes")
         _checked(method, args, _SCOPE_KEYS)
         named = any(value is not None for value in args.values())
         if not all_scopes and not named:
@@ -96,8 +95,7 @@ class ScopeRules:
         ids = {key: value for key, value in args.items() if key != "all_scopes"}
         all_scopes = args.get("all_scopes", False)
         named = any(value is not None for value in ids.values())
-        if not isinstance(all_scopes, bool):
-            raise ScopeError(f"all_scopes must be True or False, not {type(all_scopes).__name__}")
+        check_flag(all_scopes, "all_scopes", error=ScopeError)
         if all_scopes:
             if named:
                 raise ScopeError(f"{method}(): pass the scope or all_scopes=True, not both")

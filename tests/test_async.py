@@ -129,11 +129,18 @@ def test_the_lm_answers_on_the_callers_loop_through_dspys_async_path(slow_memory
         engine.complete = sync_complete
 
 
+@pytest.mark.timeout(60)  # a deadlock blocks the loop itself: only the test's timeout can end it
 def test_sync_calls_made_inside_a_coroutine_keep_working(slow_memory):
-    async def main() -> Any:
-        return slow_memory.search("Denver", user_id="ada")  # blocking, as before: no deadlock
+    """A sync add (with its LM call) on the loop's own thread, after an awaitable one on the same
+    loop, blocks as it always did: it must not send its LM request to the loop it is blocking."""
 
-    assert asyncio.run(main()) == []
+    async def main() -> Any:
+        await slow_memory.aadd("ada moved to Denver in 2024.", user_id="ada")
+        return slow_memory.add("bob moved to Denver in 2024.", user_id="bob")
+
+    result = asyncio.run(main())
+    assert [op.action for op in result.ops] == ["ADD"]
+    assert [m.content for m in slow_memory.get_all(user_id="bob")] == ["Bob lives in Denver."]
 
 
 def test_awaitable_calls_carry_the_callers_context(tmp_path):

@@ -24,7 +24,7 @@ from dspy_memory.agent.binding import Binding
 from dspy_memory.agent.tool_answers import bounded, clip, error_line
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.types import LOW_CONFIDENCE, MemoryRecord, Scope
-from dspy_memory.util.text import day
+from dspy_memory.util.text import check_flag, day
 
 if TYPE_CHECKING:
     from dspy_memory.memory import Memory
@@ -260,10 +260,10 @@ def chosen_tools(
     permitted only with allow_forget=True and `memory_feedback` only with allow_feedback=True.
     Naming one in `allow` without its opt-in is an error rather than silently leaving it out, so
     nobody believes an agent can delete (or label) when it cannot."""
-    opted = {"allow_forget": allow_forget, "allow_feedback": allow_feedback}
-    for option, value in opted.items():
-        if not isinstance(value, bool):
-            raise InvalidInputError(f"{option} must be True or False, not {type(value).__name__}")
+    opted = {
+        "allow_forget": check_flag(allow_forget, "allow_forget"),
+        "allow_feedback": check_flag(allow_feedback, "allow_feedback"),
+    }
     if allow is not None and (isinstance(allow, (str, bytes)) or not isinstance(allow, Iterable)):
         raise InvalidInputError(f"allow takes a list of tool names from {list(TOOL_NAMES)}")
     permitted = [name for name in TOOL_NAMES if name not in OPT_IN_TOOLS or opted[OPT_IN_TOOLS[name]]]

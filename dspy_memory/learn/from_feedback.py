@@ -29,6 +29,7 @@ from dspy_memory.learn.seeded import compile_seeds
 from dspy_memory.reports import FeedbackOptimization
 from dspy_memory.store import Store
 from dspy_memory.types import FeedbackRecord, ProgramMode, Scope
+from dspy_memory.util.text import check_flag
 
 # The write programs feedback can compile: (write mode, the file Memory(programs=...) loads).
 WRITE_PROGRAMS: dict[str, tuple[ProgramMode, str]] = {
@@ -185,6 +186,5 @@ def _check_options(
         raise InvalidInputError(
             f"held_out is the share of the newest feedback held out, between 0 and 1, not {held_out!r}"
         )
-    for name, value in (("force", force), ("share_across_users", share_across_users)):
-        if not isinstance(value, bool):
-            raise InvalidInputError(f"{name} must be True or False, not {type(value).__name__}")
+    check_flag(force, "force")
+    check_flag(share_across_users, "share_across_users")

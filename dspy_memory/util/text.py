@@ -121,6 +121,13 @@ def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
     return value
 
 
+def check_flag(value: Any, name: str, *, error: type[Exception] = InvalidInputError) -> bool:
+    """A True/False argument (1, 0, "yes" are refused: a flag given the wrong thing is a mistake)."""
+    if not isinstance(value, bool):
+        raise error(f"{name} must be True or False, not {type(value).__name__}")
+    return value
+
+
 def check_count(value: Any, name: str, *, low: int, high: int = 2**63 - 1) -> int:
     """An integer argument within [low, high] (bools are not integers here)."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
