@@ -12,7 +12,6 @@ from dspy_memory.store.backend import Connections
 from dspy_memory.store.queries import Predicate, from_row, scope_predicate
 from dspy_memory.store.turns import TurnContext
 from dspy_memory.types import Episode, Scope
-from dspy_memory.util.text import check_count
 from dspy_memory.util.timeutil import to_db
 
 _EPISODE_COLUMNS = (
@@ -182,9 +181,9 @@ class EpisodeLog:
     def unfinished(self, *, ingested_before: str, limit: int = 1000) -> Unfinished:
         """Episodes left pending or failed, oldest first (the write-ahead log to replay). A row
         that cannot be read (a bad timestamp written by an older version) is skipped and
-        reported, so one bad row never stops the others from being replayed. `limit` is 1 to
-        2**63 - 1: SQLite reads a negative LIMIT as none, and a bigger one cannot be bound."""
-        check_count(limit, "limit", low=1)
+        reported, so one bad row never stops the others from being replayed. `limit` is checked
+        by the facade (`Memory.reprocess`): SQLite reads a negative LIMIT as none, and one past
+        2**63 - 1 cannot be bound."""
         with self._conns.read() as conn:
             rows = conn.execute(
                 f"SELECT {_EPISODE_COLUMNS}, claimed_by, claim_expires_at FROM episodes "
