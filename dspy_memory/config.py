@@ -23,9 +23,11 @@ class RetrievalConfig(CheckedSettings):
 
     # "rrf": reciprocal-rank fusion, sum(weight / (rrf_k + rank)) over sources.
     # "convex": weighted sum of per-query normalized scores (similarity min-max, BM25 / max).
+    # "zscore": weighted sum of each source's scores standardized over its candidates (through
+    # the normal CDF, so in [0, 1]): calibrated by the query's own score distribution.
     # Defaults chosen on the LoCoMo development split (docs/benchmarks.md): a small rrf_k trusts
     # the top ranks, and BM25 is the stronger single source on conversational text.
-    fusion: Literal["rrf", "convex"] = "rrf"
+    fusion: Literal["rrf", "convex", "zscore"] = "rrf"
     rrf_k: float = Field(10.0, gt=0)
     dense_weight: float = Field(0.7, ge=0)
     keyword_weight: float = Field(1.0, ge=0)

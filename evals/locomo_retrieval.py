@@ -3,12 +3,14 @@ evidence turns come back.
 
     python -m evals.locomo download              # once: data/locomo10.json, checked
     python -m evals.locomo_retrieval --data data/locomo10.json   # the development split
-    python -m evals.locomo_retrieval --data data/locomo10.json --sweep   # tune the read path
+    python -m evals.locomo_retrieval --data data/locomo10.json --cv      # choose settings by CV
+    python -m evals.locomo_retrieval --data data/locomo10.json --split test  # once, at the end
 
 Each conversation gets its own scope (user_id = sample id); every turn is one raw `turn` memory
 (speaker name + text + image caption), dated with its session's date. For each category 1-4
-question we search with each recipe and report evidence recall@5/10/20: the share of the
-question's evidence turns among the top k hits, averaged over questions.
+question we search with each recipe and report evidence recall@5/10/20 (the share of the
+question's evidence turns among the top k hits) and session recall sR@k (the share of its
+evidence sessions among the sessions of the top k hits), averaged over questions.
 
 `--facts observation` measures retrieval over facts instead, without a model: LoCoMo ships, per
 session and speaker, `observation` facts written by the dataset's authors with the turn each came
@@ -29,6 +31,7 @@ import re
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +156,96 @@ def first_new_evidence(ranked: list[list[str]], evidence: list[str]) -> list[str
     return flat
 
 
+@dataclass(frozen=True)
+class Answered:
+    """How one question's search went: the share of its evidence turns among the top k hits
+    (`recall`), the share of its evidence sessions among the top k hits' sessions
+    (`session_recall`, sR@k as some peers report), and nDCG@10."""
+
+    conversation: str
+    category: str
+    recall: dict[int, float]
+    session_recall: dict[int, float]
+    ndcg: float
+
+
+def session_of(dia_id: str) -> str:
+    """ "D3:12" -> "D3"."""
+    return dia_id.split(":", 1)[0]
+
+
+def ask(
+    memory: Memory,
+    conversation: Conversation,
+    recipe: str,
+    *,
+    categories: tuple[int, ...] = (1, 2, 3, 4),
+    ks: tuple[int, ...] = KS,
+    kinds: list[str] | None = None,
+    latencies: list[float] | None = None,
+) -> tuple[list[Answered], int]:
+    """Each question of `conversation` searched with `recipe`: what it found, and how many
+    questions were skipped for naming no turn of the conversation as evidence."""
+    known = {turn.dia_id for turn in conversation.turns}
+    answered: list[Answered] = []
+    skipped = 0
+    for question in conversation.questions:
+        if question.category not in categories:
+            continue
+        evidence = [dia_id for dia_id in question.evidence if dia_id in known]
+        if not evidence:
+            skipped += 1
+            continue
+        start = time.perf_counter()
+        hits = memory.search(
+            question.question, user_id=conversation.sample_id, k=max(ks), recipe=recipe, kinds=kinds
+        )
+        if latencies is not None:
+            latencies.append((time.perf_counter() - start) * 1000)
+        ranked = [evidence_of(hit) for hit in hits]
+        sessions = {session_of(dia_id) for dia_id in evidence}
+        answered.append(
+            Answered(
+                conversation=conversation.sample_id,
+                category=question.category_name,
+                recall={k: covered(ranked, evidence, k) for k in ks},
+                session_recall={
+                    k: len(sessions & {session_of(dia_id) for ids in ranked[:k] for dia_id in ids})
+                    / len(sessions)
+                    for k in ks
+                },
+                # nDCG over the hits, each relevant when it stands for an evidence turn not
+                # already credited to a hit above it.
+                ndcg=ndcg_at_k(first_new_evidence(ranked, evidence), evidence, 10),
+            )
+        )
+    return answered, skipped
+
+
+def summarize(answered: list[Answered], ks: tuple[int, ...] = KS) -> dict[str, Any]:
+    """R@k, sR@k and nDCG@10 averaged over questions, overall and per category."""
+    groups: dict[str, list[Answered]] = defaultdict(list)
+    for item in answered:
+        groups["overall"].append(item)
+        groups[item.category].append(item)
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    return {
+        "recall": {
+            group: {f"R@{k}": mean([a.recall[k] for a in items]) for k in ks}
+            for group, items in groups.items()
+        },
+        "session_recall": {
+            group: {f"sR@{k}": mean([a.session_recall[k] for a in items]) for k in ks}
+            for group, items in groups.items()
+        },
+        "ndcg@10": {group: mean([a.ndcg for a in items]) for group, items in groups.items()},
+        "questions": {group: len(items) for group, items in groups.items()},
+    }
+
+
 def evaluate(
     memory: Memory,
     conversations: list[Conversation],
@@ -164,54 +257,37 @@ def evaluate(
     kinds: list[str] | None = None,
     before: Any = None,
 ) -> dict[str, Any]:
-    """Evidence recall@k per recipe, overall and per category, plus search latency; `kinds`
-    limits the search to those kinds of memory; `before(conversation)` runs before its
-    questions are asked (e.g. to set the clock)."""
+    """Evidence recall@k per recipe, overall and per category, session-level recall, per
+    conversation R@10, plus search latency; `kinds` limits the search to those kinds of memory;
+    `before(conversation)` runs before its questions are asked (e.g. to set the clock)."""
     results: dict[str, Any] = {}
     for recipe in recipes:
         # Each recipe pays for its own query embeddings, so latencies compare fairly.
         clear = getattr(memory.embedder, "clear_cache", None)
         if clear is not None and fresh_embeddings:
             clear()
-        recalls: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-        ndcgs: dict[str, list[float]] = defaultdict(list)
         latencies: list[float] = []
+        answered: list[Answered] = []
         skipped = 0
         questions = sum(1 for c in conversations for q in c.questions if q.category in categories)
         stage(f"searching {questions:,} questions with the {recipe} recipe")
         for conversation in progress(conversations, desc=f"{recipe}: conversations"):
-            known = {turn.dia_id for turn in conversation.turns}
             if before is not None:
                 before(conversation)
-            for question in conversation.questions:
-                if question.category not in categories:
-                    continue
-                evidence = [dia_id for dia_id in question.evidence if dia_id in known]
-                if not evidence:
-                    skipped += 1
-                    continue
-                start = time.perf_counter()
-                hits = memory.search(
-                    question.question, user_id=conversation.sample_id, k=max(ks), recipe=recipe, kinds=kinds
-                )
-                latencies.append((time.perf_counter() - start) * 1000)
-                ranked = [evidence_of(hit) for hit in hits]
-                for k in ks:
-                    recall = covered(ranked, evidence, k)
-                    recalls["overall"][k].append(recall)
-                    recalls[question.category_name][k].append(recall)
-                # nDCG over the hits, each relevant when it stands for an evidence turn not
-                # already credited to a hit above it.
-                gain = ndcg_at_k(first_new_evidence(ranked, evidence), evidence, 10)
-                ndcgs["overall"].append(gain)
-                ndcgs[question.category_name].append(gain)
+            found, missing = ask(
+                memory, conversation, recipe, categories=categories, ks=ks, kinds=kinds, latencies=latencies
+            )
+            answered += found
+            skipped += missing
         results[recipe] = {
-            "recall": {
-                group: {f"R@{k}": sum(values) / len(values) for k, values in by_k.items()}
-                for group, by_k in recalls.items()
+            **summarize(answered, ks),
+            "per_conversation": {
+                c.sample_id: summarize([a for a in answered if a.conversation == c.sample_id], ks)["recall"][
+                    "overall"
+                ]
+                for c in conversations
+                if any(a.conversation == c.sample_id for a in answered)
             },
-            "ndcg@10": {group: sum(values) / len(values) for group, values in ndcgs.items()},
-            "questions": {group: len(by_k[ks[0]]) for group, by_k in recalls.items()},
             "skipped_without_evidence": skipped,
             "search_ms_p50": percentile(latencies, 50),
             "search_ms_p95": percentile(latencies, 95),
@@ -243,8 +319,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--limit", type=int, default=None, help="only the first N conversations of the split")
     parser.add_argument(
-        "--sweep", action="store_true", help="try the grid of read settings (hybrid only; tune on dev only)"
+        "--cv",
+        action="store_true",
+        help="choose every read setting by leave-one-conversation-out cross-validation and report "
+        "the held-out recall per conversation and category (evals/locomo_cv.py)",
     )
+    parser.add_argument("--sweep", action="store_true", help="the same as --cv (the sweep reports CV scores)")
     parser.add_argument(
         "--retention-weights",
         default=None,
@@ -254,9 +334,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", default=None, help="JSON report (default: evals/results/...)")
     parser.add_argument("--plot", default=None, help="plot (default: evals/results/...)")
     args = parser.parse_args(argv)
+    args.cv = args.cv or args.sweep
     name = (
         "locomo_retrieval"
-        + ("_sweep" if args.sweep else "")
+        + ("_cv" if args.cv else "")
         + ("_retention" if args.retention_weights else "")
         + ("_observation" if args.facts == "observation" else "")
     )
@@ -264,10 +345,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args.plot = args.plot or str(RESULTS_DIR / f"{name}.png")
 
     conversations = conversations_from_args(args)[: args.limit]
-    if args.sweep:
-        from evals.locomo_sweep import sweep  # it measures with this module's evaluate()
+    if args.cv:
+        from evals.locomo_cv import cross_validate  # it measures with this module's ask()
 
-        return sweep(args, conversations)
+        return cross_validate(args, conversations)
     if args.retention_weights:
         from evals.locomo_lifecycle import retention_weights
 
@@ -315,6 +396,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         group,
                         result["questions"][group],
                         *(recall[f"R@{k}"] for k in KS),
+                        result["session_recall"][group]["sR@10"],
                         result["ndcg@10"][group],
                     ]
                 )
@@ -323,7 +405,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{memories} {'observation facts' if args.facts == 'observation' else 'raw turns'} in "
         f"{index_seconds:.1f} s, embedder {embedder.name}\n"
     )
-    print(table(["recipe", "category", "questions", *(f"R@{k}" for k in KS), "nDCG@10"], rows))
+    print(table(["recipe", "category", "questions", *(f"R@{k}" for k in KS), "sR@10", "nDCG@10"], rows))
     print()
     print(
         table(

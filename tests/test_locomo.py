@@ -1,4 +1,3 @@
-import itertools
 import json
 from pathlib import Path
 
@@ -188,26 +187,73 @@ def test_observation_mode_stores_the_authors_facts_through_the_write_path(tmp_pa
     assert report["results"]["keyword"]["recall"]["single-hop"]["R@5"] == 1.0
 
 
-def test_sweep_tries_every_window_and_setting_and_ranks_the_defaults(mini_file, tmp_path, capsys):
-    from evals.locomo_sweep import SWEEP_FUSION, SWEEP_STAGES, SWEEP_WINDOWS
+def three_conversations(tmp_path):
+    """The mini conversation three times over, under three sample ids."""
+    records = []
+    for name in ("conv-a", "conv-b", "conv-c"):
+        record = json.loads(json.dumps(MINI[0]))
+        record["sample_id"] = name
+        records.append(record)
+    path = tmp_path / "three.json"
+    path.write_text(json.dumps(records))
+    return path
 
+
+def test_cv_holds_out_each_conversation_and_reports_it_per_conversation_and_category(
+    tmp_path, capsys, monkeypatch
+):
+    import evals.locomo_cv as cv
+
+    monkeypatch.setattr(cv, "WINDOWS", [(0, 0), (2, 1)])
+    monkeypatch.setattr(cv, "CONTEXT_WEIGHTS", [0.5])
+    monkeypatch.setattr(cv, "FUSIONS", cv.FUSIONS[:2])
+    monkeypatch.setattr(cv, "BOOSTS", cv.BOOSTS[:2])
     report = main(
-        ["--data", str(mini_file), "--embedder", "test", "--sweep"]
-        + ["--out", str(tmp_path / "s.json"), "--plot", str(tmp_path / "s.png")]
+        ["--data", str(three_conversations(tmp_path)), "--split", "all", "--embedder", "test", "--cv"]
+        + ["--out", str(tmp_path / "cv.json"), "--plot", str(tmp_path / "cv.png")]
     )
-    per_window = len(SWEEP_FUSION["rrf_k"]) * len(SWEEP_FUSION["dense_weight"])
-    windows = {(p["turn_context_before"], p["turn_context_after"]) for p in report["fusion"]["points"]}
-    assert windows == set(SWEEP_WINDOWS)
-    # No context: its weight changes nothing, so one weight is tried there.
-    assert len(report["fusion"]["points"]) == per_window * (
-        1 + len(SWEEP_FUSION["keyword_context_weight"]) * (len(SWEEP_WINDOWS) - 1)
-    )
-    assert len(report["boosts and graph"]["points"]) == len(list(itertools.product(*SWEEP_STAGES.values())))
-    points = report["fusion"]["points"]
-    assert [p["R@10"] for p in points] == sorted((p["R@10"] for p in points), reverse=True)
+    hybrid = report["recipes"]["hybrid"]
+    assert set(hybrid["folds"]) == {"conv-a", "conv-b", "conv-c"}
+    assert hybrid["cv"]["questions"]["overall"] == 9  # three held-out questions a fold, pooled
+    assert set(hybrid["cv"]["recall"]) == {"overall", "temporal", "single-hop"}
+    assert hybrid["settings_tried"] == 2 * 2 + 2  # two windows x two fusions, then two boosts
+    assert report["recipes"]["dense"]["settings_tried"] == 1 + 2
     printed = capsys.readouterr().out
-    assert "the defaults {'turn_context_before': 2" in printed and "rank " in printed
-    assert json.loads((tmp_path / "s.json").read_text())["stored"] == "turns"
+    assert "held out" in printed and "hybrid >= both" in printed and "sR@10" in printed
+    assert (tmp_path / "cv.png").stat().st_size > 0
+
+
+def test_a_fold_chooses_on_the_other_conversations_only():
+    """The setting that is best on the held-out conversation but worst on the others must not
+    be chosen for that fold."""
+    from evals.locomo_cv import choose
+    from evals.locomo_retrieval import Answered
+
+    def answered(conversation, recall):
+        return Answered(conversation, "single-hop", {10: recall}, {10: recall}, recall)
+
+    results = {
+        "good on the others": [answered("a", 0.9), answered("b", 0.9), answered("held", 0.1)],
+        "good on the held-out one": [answered("a", 0.2), answered("b", 0.2), answered("held", 1.0)],
+    }
+    assert choose(list(results), results.__getitem__, {"a", "b"}) == "good on the others"
+    assert choose(list(results), results.__getitem__, {"held"}) == "good on the held-out one"
+
+
+def test_session_recall_counts_the_evidence_sessions_among_the_hits_sessions(mini_file, tmp_path):
+    from dspy_memory import Memory
+    from evals.locomo_retrieval import ask, index_conversation
+
+    [conversation] = load_locomo(mini_file)
+    with Memory(str(tmp_path / "m.db"), embedder="test") as memory:
+        index_conversation(memory, conversation)
+        answered, skipped = ask(memory, conversation, "keyword", ks=(1, 4))
+    assert skipped == 1
+    by_question = dict(zip([q.question for q in conversation.questions[:3]], answered))
+    sunrise = by_question["When did Melanie paint a sunrise?"]  # evidence in sessions 1 and 2
+    assert sunrise.session_recall == {1: 0.5, 4: 1.0} and sunrise.recall == {1: 0.5, 4: 1.0}
+    researching = by_question["What is Caroline researching?"]
+    assert researching.session_recall[1] == researching.recall[1] == 1.0
 
 
 def test_retention_weights_are_measured_on_conversations_lived_in_time(mini_file, tmp_path, capsys):

@@ -1,0 +1,352 @@
+"""`python -m evals.locomo_retrieval --cv`: every retrieval setting chosen by leave-one-
+conversation-out cross-validation on the LoCoMo development split, and the recall of what was
+chosen measured on the conversation left out.
+
+For each of the five development conversations in turn, the other four choose the settings:
+first the context window and fusion (stage 1: `turn_context_before/after`,
+`keyword_context_weight`, `fusion`, `rrf_k`, `dense_weight`), then, with those, the time boosts
+and graph expansion (stage 2: `temporal_weight`, `when_weight`, `graph_in_hybrid`,
+`graph_depth`); the conversation left out is then searched with them. The cross-validated
+number pools the held-out questions of the five folds: it estimates what the whole procedure
+gives on a conversation it never saw. Each recipe gets the same procedure (keyword: the
+window and context weight; dense: none of stage 1). The same procedure on all five
+conversations gives the settings it recommends, which the library's defaults should be.
+
+The test split is never read here. `python -m evals.locomo_retrieval --split test` measures
+the defaults on it, once.
+
+Each setting's searches go through `Memory.search`; what the dense and keyword sources return
+for one index does not depend on the read-time settings tried, so each source answers each
+question once per index (`SourceCache`) and the 300-odd settings take minutes. A check at the
+start compares the cached and uncached results of the defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dspy_memory import Memory
+from dspy_memory.config import RetrievalConfig
+from dspy_memory.embed import make_embedder
+from evals.locomo import CATEGORY_NAMES, Conversation
+from evals.locomo_retrieval import KS, Answered, ask, index_conversation, summarize
+from evals.report import bar_chart, machine, progress, stage, table, write_json
+
+# Stage 1. The context window is fixed when turns are indexed (one index per window); the rest
+# are read-time settings. Without a context, its weight changes nothing: one value is tried.
+WINDOWS = [(0, 0), (1, 1), (2, 0), (2, 1), (2, 2), (3, 1)]
+CONTEXT_WEIGHTS = [0.25, 0.5, 1.0]
+FUSIONS: list[dict[str, Any]] = [
+    *(
+        {"fusion": "rrf", "rrf_k": rrf_k, "dense_weight": weight}
+        for rrf_k in (5.0, 10.0, 30.0)
+        for weight in (0.5, 0.7, 1.0)
+    ),
+    *(
+        {"fusion": fusion, "dense_weight": weight}
+        for fusion in ("convex", "zscore")
+        for weight in (0.3, 0.5, 0.7)
+    ),
+]
+# Stage 2, on the index and fusion stage 1 chose.
+BOOSTS: list[dict[str, Any]] = [
+    {
+        "temporal_weight": temporal,
+        "when_weight": when,
+        "graph_in_hybrid": depth is not None,
+        "graph_depth": depth or 1,
+    }
+    for temporal, when, depth in itertools.product((0.0, 0.2, 0.4, 0.6), (0.0, 0.1), (None, 1, 2))
+]
+RECIPES = ("keyword", "dense", "hybrid")
+Setting = tuple[tuple[int, int], tuple[tuple[str, Any], ...]]  # (window, read-time settings)
+
+
+def stage_one(recipe: str) -> list[Setting]:
+    """The settings stage 1 tries for `recipe`, each a (window, read-time settings) pair."""
+    defaults = RetrievalConfig()
+    if recipe == "dense":  # neither the window nor fusion changes what dense search finds
+        return [((defaults.turn_context_before, defaults.turn_context_after), ())]
+    settings: list[Setting] = []
+    for window in WINDOWS:
+        weights = CONTEXT_WEIGHTS if any(window) else [defaults.keyword_context_weight]
+        fusions = FUSIONS if recipe == "hybrid" else [{}]
+        for weight, fusion in itertools.product(weights, fusions):
+            settings.append((window, tuple(sorted({"keyword_context_weight": weight, **fusion}.items()))))
+    return settings
+
+
+class SourceCache:
+    """Stands in for a Memory's store: answers its dense and keyword searches from a cache
+    shared by every Memory opened on the same index, and passes everything else through.
+    The keyword index's context weight is part of the key (it weighs the BM25 columns)."""
+
+    def __init__(self, store: Any, cache: dict[Any, Any], context_weight: float) -> None:
+        self._store, self._cache, self._weight = store, cache, context_weight
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def dense_search(self, query: Any, scope: Any, predicate: Any, n: int, **options: Any) -> Any:
+        key = ("dense", query.tobytes(), scope, n)
+        if key not in self._cache:
+            self._cache[key] = self._store.dense_search(query, scope, predicate, n, **options)
+        return self._cache[key]
+
+    def keyword_search(self, terms: list[str], scope: Any, predicate: Any, n: int, **options: Any) -> Any:
+        key = ("keyword", tuple(terms), scope, n, self._weight)
+        if key not in self._cache:
+            self._cache[key] = self._store.keyword_search(terms, scope, predicate, n, **options)
+        return self._cache[key]
+
+
+class Trials:
+    """Per-question results of (recipe, setting), measured once each over every conversation."""
+
+    def __init__(
+        self, conversations: list[Conversation], embedder: Any, dbs: dict[tuple[int, int], str]
+    ) -> None:
+        self.conversations, self.embedder, self.dbs = conversations, embedder, dbs
+        self.results: dict[tuple[str, Setting], list[Answered]] = {}
+        self._caches: dict[tuple[int, int], dict[Any, Any]] = {window: {} for window in dbs}
+
+    def measure(self, recipe: str, setting: Setting, *, cached: bool = True) -> list[Answered]:
+        key = (recipe, setting)
+        if key in self.results and cached:
+            return self.results[key]
+        window, read = setting
+        retrieval = {"turn_context_before": window[0], "turn_context_after": window[1], **dict(read)}
+        # track_access off: a recall would strengthen what earlier questions found.
+        with Memory(
+            self.dbs[window], embedder=self.embedder, retrieval=retrieval, track_access=False
+        ) as memory:
+            if cached:
+                retriever = memory._retriever  # the eval's seam: the sources' answers are cached
+                retriever.store = SourceCache(
+                    retriever.store, self._caches[window], retrieval.get("keyword_context_weight", 0.5)
+                )
+            answered = [a for c in self.conversations for a in ask(memory, c, recipe)[0]]
+        if cached:
+            self.results[key] = answered
+        return answered
+
+
+def score(answered: list[Answered], conversations: set[str]) -> tuple[float, float]:
+    """(mean R@10, mean nDCG@10) over the questions of `conversations`."""
+    chosen = [a for a in answered if a.conversation in conversations]
+    if not chosen:
+        return 0.0, 0.0
+    return sum(a.recall[10] for a in chosen) / len(chosen), sum(a.ndcg for a in chosen) / len(chosen)
+
+
+def choose(
+    candidates: list[Setting], measure: Callable[[Setting], list[Answered]], train: set[str]
+) -> Setting:
+    """The setting with the best R@10 (then nDCG@10) on `train`; the first of equals."""
+    return max(candidates, key=lambda setting: score(measure(setting), train))
+
+
+def with_boosts(setting: Setting, boosts: dict[str, Any]) -> Setting:
+    window, read = setting
+    return window, tuple(sorted({**dict(read), **boosts}.items()))
+
+
+def select(trials: Trials, recipe: str, train: set[str]) -> Setting:
+    """Stage 1 then stage 2, both chosen on `train` only."""
+
+    def measure(setting: Setting) -> list[Answered]:
+        return trials.measure(recipe, setting)
+
+    first = choose(stage_one(recipe), measure, train)
+    return choose([with_boosts(first, boosts) for boosts in BOOSTS], measure, train)
+
+
+def describe(setting: Setting) -> str:
+    window, read = setting
+    parts = [f"window {window[0]},{window[1]}"]
+    shown = dict(read)
+    for name, value in shown.items():
+        if name in ("graph_depth",) and not shown.get("graph_in_hybrid"):
+            continue
+        parts.append(f"{name} {value}")
+    return ", ".join(parts)
+
+
+def cross_validate(args: argparse.Namespace, conversations: list[Conversation]) -> dict[str, Any]:
+    if len(conversations) < 2:
+        raise SystemExit("--cv needs at least two conversations (one is held out at a time)")
+    if args.facts != "turns":
+        raise SystemExit("--cv measures raw turns; facts have no conversation context to choose")
+    embedder = make_embedder(args.embedder)
+    names = [c.sample_id for c in conversations]
+    defaults = RetrievalConfig()
+    with tempfile.TemporaryDirectory() as tmp:
+        dbs = {window: str(Path(tmp) / f"context_{window[0]}_{window[1]}.db") for window in WINDOWS}
+        for window, db in dbs.items():
+            stage(f"indexing turns with the context window {window}")
+            with Memory(
+                db,
+                embedder=embedder,
+                retrieval=dict(zip(("turn_context_before", "turn_context_after"), window)),
+            ) as memory:
+                for conversation in conversations:
+                    index_conversation(memory, conversation)
+        trials = Trials(conversations, embedder, dbs)
+        default_setting: Setting = (
+            (defaults.turn_context_before, defaults.turn_context_after),
+            tuple(
+                sorted(
+                    {
+                        name: getattr(defaults, name)
+                        for name in ("keyword_context_weight", "fusion", "rrf_k", "dense_weight", *BOOSTS[0])
+                    }.items()
+                )
+            ),
+        )
+        cached, fresh = (
+            score(trials.measure("hybrid", default_setting, cached=flag), set(names))
+            for flag in (True, False)
+        )
+        if abs(cached[0] - fresh[0]) > 1e-9:
+            raise SystemExit(f"the source cache changes results ({cached} vs {fresh}): the CV would be wrong")
+
+        report: dict[str, Any] = {
+            "data": str(args.data),
+            "embedder": embedder.name,
+            "machine": machine(),
+            "conversations": names,
+            "grid": {
+                "windows": WINDOWS,
+                "context_weights": CONTEXT_WEIGHTS,
+                "fusions": FUSIONS,
+                "boosts": BOOSTS,
+            },
+            "recipes": {},
+        }
+        for recipe in RECIPES:
+            stage(
+                f"cross-validating the {recipe} recipe ({len(stage_one(recipe))} + {len(BOOSTS)} settings a fold)"
+            )
+            held_out: list[Answered] = []
+            folds: dict[str, Any] = {}
+            for name in progress(names, desc=f"{recipe}: folds"):
+                setting = select(trials, recipe, set(names) - {name})
+                found = [a for a in trials.measure(recipe, setting) if a.conversation == name]
+                held_out += found
+                folds[name] = {"setting": describe(setting), **summarize(found)}
+            chosen = select(trials, recipe, set(names))
+            in_sample = summarize([a for a in trials.measure(recipe, chosen)])
+            report["recipes"][recipe] = {
+                "cv": summarize(held_out),
+                "folds": folds,
+                "chosen_on_all": describe(chosen),
+                "chosen_on_all_in_sample": in_sample,
+                "defaults_in_sample": summarize(
+                    trials.measure(
+                        recipe,
+                        default_setting
+                        if recipe != "dense"
+                        else with_boosts(stage_one("dense")[0], dict(default_setting[1])),
+                    )
+                ),
+                "settings_tried": len(stage_one(recipe)) + len(BOOSTS),
+            }
+    print_report(report)
+    write_json(args.out, report)
+    bar_chart(
+        args.plot,
+        names,
+        {
+            recipe: [report["recipes"][recipe]["folds"][name]["recall"]["overall"]["R@10"] for name in names]
+            for recipe in RECIPES
+        },
+        title="LoCoMo dev, leave-one-conversation-out: held-out R@10 per conversation",
+        ylabel="recall@10",
+    )
+    print(f"\nwrote {args.out} and {args.plot}")
+    return report
+
+
+def print_report(report: dict[str, Any]) -> None:
+    recipes = report["recipes"]
+    names = report["conversations"]
+    rows = []
+    for name in names:
+        recalls = {recipe: recipes[recipe]["folds"][name]["recall"]["overall"]["R@10"] for recipe in RECIPES}
+        rows.append(
+            [
+                name,
+                recipes["hybrid"]["folds"][name]["questions"]["overall"],
+                *(recalls[recipe] for recipe in RECIPES),
+                recipes["hybrid"]["folds"][name]["session_recall"]["overall"]["sR@10"],
+                "yes" if recalls["hybrid"] >= max(recalls["keyword"], recalls["dense"]) else "NO",
+                recipes["hybrid"]["folds"][name]["setting"],
+            ]
+        )
+    print("\nLoCoMo dev, leave-one-conversation-out: R@10 on the held-out conversation\n")
+    print(
+        table(
+            [
+                "held out",
+                "questions",
+                "keyword",
+                "dense",
+                "hybrid",
+                "hybrid sR@10",
+                "hybrid >= both",
+                "hybrid settings chosen by the other four",
+            ],
+            rows,
+        )
+    )
+    groups = ["overall"] + [CATEGORY_NAMES[c] for c in (1, 2, 3, 4)]
+    rows = []
+    for recipe in RECIPES:
+        cv = recipes[recipe]["cv"]
+        for group in groups:
+            if group in cv["recall"]:
+                rows.append(
+                    [
+                        recipe,
+                        group,
+                        cv["questions"][group],
+                        *(cv["recall"][group][f"R@{k}"] for k in KS),
+                        *(cv["session_recall"][group][f"sR@{k}"] for k in KS),
+                        cv["ndcg@10"][group],
+                    ]
+                )
+    print("\nCross-validated (held-out questions of the five folds pooled)\n")
+    print(
+        table(
+            ["recipe", "category", "questions", *(f"R@{k}" for k in KS), *(f"sR@{k}" for k in KS), "nDCG@10"],
+            rows,
+        )
+    )
+    rows = [
+        [
+            recipe,
+            recipes[recipe]["cv"]["recall"]["overall"]["R@10"],
+            recipes[recipe]["chosen_on_all_in_sample"]["recall"]["overall"]["R@10"],
+            recipes[recipe]["defaults_in_sample"]["recall"]["overall"]["R@10"],
+            recipes[recipe]["chosen_on_all"],
+        ]
+        for recipe in RECIPES
+    ]
+    print("\nCV against in-sample: what choosing on the same questions would have claimed\n")
+    print(
+        table(
+            [
+                "recipe",
+                "CV R@10",
+                "in-sample best R@10",
+                "defaults R@10 (in-sample)",
+                "settings chosen on all five",
+            ],
+            rows,
+        )
+    )
