@@ -129,6 +129,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     conversations = conversations_from_args(args)[: args.limit]
     embedder = make_embedder(args.embedder)
     retrieval = {"reranker": args.reranker, "rerank_candidates": args.candidates}
+    # A reranker that cannot run (no LM, no extra, no model) says so now, not after the hybrid
+    # pass; in a file of its own, so the probe's recall counts touch nothing measured.
+    with Memory(":memory:", embedder=embedder, lm=args.lm, retrieval=retrieval) as probe:
+        probe.add("a probe", user_id="probe", infer=False)
+        probe.search("probe", user_id="probe", recipe="rerank")
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "rerank.db"
         stage(f"indexing {len(conversations)} conversations with {embedder.name}")

@@ -18,7 +18,7 @@ import dspy
 import httpx
 import pytest
 
-from dspy_memory import ConfigError, LMUnavailableError, Memory, RerankerUnavailableError
+from dspy_memory import ConfigError, InvalidInputError, LMUnavailableError, Memory, RerankerUnavailableError
 from dspy_memory.programs import MemoryReranker, RerankMemories
 from dspy_memory.read.rerank import make_reranker
 from dspy_memory.server.app import create_app, running
@@ -143,9 +143,11 @@ def test_a_reranker_setting_that_names_no_reranker_is_a_config_error(tmp_path, s
     assert "cross-encoder:<model>" in str(raised.value)
 
 
-def test_a_reranker_on_a_model_of_its_own_builds_that_lm():
+def test_a_reranker_on_a_model_of_its_own_builds_that_lm_and_a_bad_spec_is_refused():
     reranker = make_reranker("lm:openai/gpt-4o-mini")
     assert reranker.lm.model == "openai/gpt-4o-mini"
+    with pytest.raises(InvalidInputError, match="names no reranker"):
+        make_reranker("bm25")
 
 
 # -- the LM reranker ----------------------------------------------------------------------------
@@ -385,3 +387,17 @@ def test_the_reranker_compiles_on_the_task_and_memory_loads_it(rerank_set, tmp_p
     assert result["demos"]["rerank"] > 0
     with Memory(tmp_path / "m.db", embedder="test", programs=tmp_path) as memory:
         assert memory.programs_in_use == {"rerank": str(tmp_path / "rerank.json")}
+
+
+def test_the_measurement_reports_hybrid_and_rerank_side_by_side(tmp_path, fake_sentence_transformers, capsys):
+    from evals.rerank import main
+
+    path = tmp_path / "mini.json"
+    path.write_text(json.dumps(MINI))
+    out = tmp_path / "rerank.json"
+    argv = ["--data", str(path), "--reranker", "cross-encoder:m", "--embedder", "test:64", "--out", str(out)]
+    report = main(argv)
+    assert set(report["results"]) == {"hybrid", "rerank"} and RuleCrossEncoder.loaded == ["m", "m"]
+    assert report["results"]["rerank"]["questions"]["overall"] == 3
+    assert json.loads(out.read_text())["reranker"] == "cross-encoder:m"
+    assert "| rerank" in capsys.readouterr().out

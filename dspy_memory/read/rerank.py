@@ -19,7 +19,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from dspy_memory.errors import RerankerUnavailableError, WriteProgramError
+from dspy_memory.errors import InvalidInputError, RerankerUnavailableError, WriteProgramError
 from dspy_memory.types import MemoryRecord
 from dspy_memory.util.lm import lm_for, make_lm, run_program, short_error
 from dspy_memory.util.text import day
@@ -71,7 +71,7 @@ def make_reranker(spec: str, *, lm: Any = None, program: Any = None, timeout_s: 
     loaded or called here: a cross-encoder loads on its first search."""
     problem = reranker_problem(spec)
     if problem is not None:
-        raise RerankerUnavailableError(problem)
+        raise InvalidInputError(problem)
     kind, _, model = spec.partition(":")
     if kind == "cross-encoder":
         return CrossEncoderReranker(model.strip())
