@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import sys
+import threading
 import time
 import types
 
@@ -284,7 +285,13 @@ def test_a_lone_surrogate_in_the_query_is_reranked_with_it_replaced(tmp_path, fa
 
 
 def test_asearch_with_the_rerank_recipe_awaits_the_lm_on_the_callers_loop(tmp_path):
-    lm = scripted_lm(answering(lambda shown: {"ranking": [len(shown)]}), delay_s=0.2)
+    answered_in = []
+
+    def last_first(shown):
+        answered_in.append(threading.current_thread())
+        return {"ranking": [len(shown)]}
+
+    lm = scripted_lm(answering(last_first), delay_s=0.2)
     with filled(tmp_path, lm=lm) as memory:
         hybrid = contents(memory.search("tea", user_id="ada", k=6))
 
@@ -305,6 +312,8 @@ def test_asearch_with_the_rerank_recipe_awaits_the_lm_on_the_callers_loop(tmp_pa
         hits, ticks = asyncio.run(main())
     assert contents(hits)[0] == hybrid[-1] and contents(hits)[1:] == hybrid[:-1]
     assert ticks >= 3  # the loop ran while the LM took its 0.2 s
+    # The request went through DSPy's async path on the caller's loop, not a worker's blocking call.
+    assert answered_in == [threading.main_thread()]
 
 
 def test_a_compiled_reranker_in_the_programs_folder_is_the_one_that_runs(tmp_path):
