@@ -85,6 +85,25 @@ class RetrievalConfig(CheckedSettings):
     graph_per_entity: int = Field(20, ge=1)
     turn_context_gap_minutes: float = Field(60.0, ge=0)
     keyword_context_weight: float = Field(0.5, ge=0)
+    # Recipe "rerank": the top `rerank_candidates` hybrid hits re-ordered by `reranker`, then
+    # cut to k. "lm": the RerankMemories program on the Memory's LM (one call a search; an
+    # answer that fails or takes over `rerank_timeout_s` seconds leaves the hybrid order);
+    # "lm:<model>": on that model instead; "cross-encoder:<model>": sentence-transformers'
+    # CrossEncoder (the `rerank` extra), a Hugging Face name or a folder. Quality unmeasured
+    # here (docs/retrieval.md says how to measure it).
+    reranker: str = "lm"
+    rerank_candidates: int = Field(30, ge=1, le=1000)
+    rerank_timeout_s: float = Field(30.0, gt=0)
+
+    @field_validator("reranker")
+    @classmethod
+    def _reranker_spec(cls, value: str) -> str:
+        from dspy_memory.read.rerank import reranker_problem
+
+        problem = reranker_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 class WriteConfig(CheckedSettings):

@@ -72,6 +72,11 @@ class LMUnavailableError(DSPyMemoryError):
     """No LM is configured, or the configured one cannot be reached."""
 
 
+class RerankerUnavailableError(DSPyMemoryError):
+    """The reranker of recipe "rerank" cannot run: sentence-transformers is not installed (the
+    `rerank` extra), the cross-encoder model cannot be loaded, or it failed (docs/retrieval.md)."""
+
+
 class WriteProgramError(DSPyMemoryError):
     """An LM program failed on every attempt (LM errors or answers that could not be
     parsed). `usage` is what the attempts cost."""

@@ -218,7 +218,7 @@ class Memory:
     ) -> list[Hit]:
         """The `k` memories most relevant to `query`, best first: what is true now, or what was
         true at world time `as_of`, as believed at system time `known_at`. Recipes: "hybrid"
-        (default), "dense", "keyword", "graph". agent_id and run_id left out match any;
+        (default), "dense", "keyword", "graph", "rerank" (docs/retrieval.md). agent_id and run_id left out match any;
         exact=True reads the scope as written, as the agent tools do (left out: stored without).
         Memories archived by `maintain()` are found only with include_archived=True."""
         check_flag(exact, "exact")

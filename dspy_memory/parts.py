@@ -16,6 +16,7 @@ from dspy_memory.errors import EmbedderMismatchError
 from dspy_memory.governance.redact import redactor_for
 from dspy_memory.lifecycle.curve import Forgetting
 from dspy_memory.lifecycle.maintain import Maintainer
+from dspy_memory.read.rerank import make_reranker
 from dspy_memory.read.retrieval import Retriever
 from dspy_memory.store import Store
 from dspy_memory.util.lm import make_lm
@@ -125,6 +126,12 @@ def build_parts(
         track_access=config.track_access,
         forgetting=Forgetting(base_days=lifecycle.base_days, importance_boost=lifecycle.importance_boost),
         recalls_per_search=lifecycle.recalls_per_search,
+        reranker=make_reranker(
+            config.retrieval.reranker,
+            lm=lm,
+            program=reading_programs.get("rerank"),
+            timeout_s=config.retrieval.rerank_timeout_s,
+        ),
     )
     writer = Writer(store, chosen, retriever, config.write, program=write_program, redact=redact)
     maintainer = Maintainer(

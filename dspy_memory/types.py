@@ -106,7 +106,7 @@ class Episode(BaseModel):
 
 # The most memories one search returns, and the search recipes by name (read/retrieval.py).
 MAX_K = 1000
-RECIPE_NAMES = ("hybrid", "graph", "dense", "keyword")
+RECIPE_NAMES = ("hybrid", "graph", "dense", "keyword", "rerank")
 # What every API key of the service starts with (store/keys.py makes them, the service reads them).
 API_KEY_PREFIX = "dm_"
 # Below this confidence a memory is shown marked as such (in context, to the agent tools).
@@ -178,6 +178,11 @@ class ScoreDetails(BaseModel):
     # The forgetting curve's retention at the time of the search (1: just recalled or pinned).
     retention: float = 1.0
     final: float = 0.0
+    # Recipe "rerank": the hit's place in the reranker's order (1-based; None: the reranker did
+    # not place it and it kept its hybrid place) and the reranker's score (a cross-encoder's;
+    # None for the LM, which gives an order). Hits come in rerank order; `final` stays hybrid.
+    rerank_rank: int | None = None
+    rerank_score: float | None = None
 
 
 class Hit(BaseModel):

@@ -10,12 +10,14 @@ Programs and what they are compiled against:
   answer     AnswerFromMemory on LoCoMo questions 1-4 with memory contexts (official F1)
   query      RewriteQuery on the temporal scenarios (does the plan ask about the right date?)
   consolidate  ConsolidateMemories on the consolidation set (exact partition and kept words)
+  rerank     RerankMemories on LoCoMo questions 1-4 with their top 30 hybrid candidates
+             (evidence recall@10 of the order a search returns; evals/rerank.py)
 Optimizers: bootstrap (BootstrapFewShot), mipro (MIPROv2, light), gepa (GEPA, light, with
 textual feedback from the metric), simba (SIMBA).
 
 Splits: the optimizer compiles on train; MIPROv2 and GEPA choose among their candidates on dev
 (never on train); test is only reported. reconcile, write and consolidate are split by their
-sets' template families, extract and answer by conversation, query by scenario: no wording,
+sets' template families, extract, answer and rerank by conversation, query by scenario: no wording,
 conversation or scenario is in two parts. --val (and --test) give separate files instead; all
 of --train is then train.
 

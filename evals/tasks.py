@@ -256,11 +256,13 @@ def _tasks(embedder: Any) -> dict[str, Task]:
         FusedWriter,
         MemoryAnswerer,
         MemoryConsolidator,
+        MemoryReranker,
         QueryRewriter,
     )
     from evals.consolidate import DATA as CONSOLIDATE
     from evals.locomo import DEFAULT_DATA
     from evals.reconcile import DATA as RECONCILE
+    from evals.rerank import rerank_examples, rerank_feedback, rerank_metric
     from evals.temporal import DATA as TEMPORAL
 
     facts_metric, facts_feedback = fact_metrics(embedder)
@@ -322,14 +324,24 @@ def _tasks(embedder: Any) -> dict[str, Task]:
             consolidate_examples,
             str(CONSOLIDATE),
         ),
+        "rerank": Task(
+            "rerank",
+            "rerank.json",
+            MemoryReranker,
+            rerank_metric,
+            rerank_feedback,
+            rerank_examples,
+            str(DEFAULT_DATA),
+        ),
     }
 
 
-TASK_NAMES = ("answer", "consolidate", "extract", "query", "reconcile", "write", "write_compact")
+TASK_NAMES = ("answer", "consolidate", "extract", "query", "reconcile", "rerank", "write", "write_compact")
 
 
 def get_task(name: str, *, embedder: Any = "local") -> Task:
-    """The task `name`; `embedder` matches facts (extract) and builds contexts (answer)."""
+    """The task `name`; `embedder` matches facts (extract) and builds contexts (answer) and
+    candidates (rerank)."""
     tasks = _tasks(embedder)
     if name not in tasks:
         raise ValueError(f"unknown program {name!r}; choose from {sorted(tasks)}")

@@ -28,8 +28,9 @@ from dspy_memory.server.app import create_app
 from dspy_memory.types import Scope
 
 SEED = 20240301
-# Routes that call an LM when asked to (infer=true, consolidate=true, answer): without one, 503.
-NEEDS_AN_LM = ["add_memories", "answer", "maintain"]
+# Routes that call an LM when asked to (infer=true, consolidate=true, answer, recipe="rerank"):
+# without one, 503.
+NEEDS_AN_LM = ["add_memories", "answer", "maintain", "search"]
 SETTINGS = hypothesis.settings(derandomize=True, deadline=None, database=None, max_examples=10)
 
 # Schemathesis builds its tests when this module is imported (its lazy fixture loader does not

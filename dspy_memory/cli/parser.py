@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("search", "search memories of a scope", c.cmd_search)
     p.add_argument("query", help="what to look for, in words")
     p.add_argument("-k", type=int, default=10, help="how many hits (default 10)")
-    p.add_argument("--recipe", default="hybrid", help="hybrid (default), dense or keyword")
+    p.add_argument("--recipe", default="hybrid", help="hybrid (default), dense, keyword, graph or rerank")
     p.add_argument("--as-of", default=None, help="what was true at this world time (ISO-8601)")
     p.add_argument("--known-at", default=None, help="what the system believed at this time (ISO-8601)")
 

@@ -12,6 +12,7 @@ from dspy_memory.programs.answer import (
 from dspy_memory.programs.compact import CompactOp, CompactWriteMemories, CompactWriter
 from dspy_memory.programs.consolidate import ConsolidateMemories, MemoryConsolidator
 from dspy_memory.programs.context import CompressMemories, MemoryCompressor
+from dspy_memory.programs.rerank import MemoryReranker, RerankCandidate, RerankMemories
 from dspy_memory.programs.write import (
     ExtractFacts,
     FactExtractor,
@@ -39,6 +40,9 @@ __all__ = [
     "MemoryConsolidator",
     "CompressMemories",
     "MemoryCompressor",
+    "MemoryReranker",
+    "RerankCandidate",
+    "RerankMemories",
     "ExtractFacts",
     "FactExtractor",
     "FactReconciler",

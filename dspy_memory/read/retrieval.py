@@ -22,11 +22,12 @@ from dspy_memory.embed import Embedder
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.lifecycle.curve import Forgetting, days_since, julian_day
 from dspy_memory.read.recalls import RecallCounter
+from dspy_memory.read.rerank import Reranker, make_reranker, rerank
 from dspy_memory.read.temporal import asks_when, is_dated, time_window
 from dspy_memory.store import Candidate, Store, TimeView
 from dspy_memory.store.keyword import query_terms
 from dspy_memory.types import MAX_K, Hit, MemoryRecord, Scope, ScoreDetails
-from dspy_memory.util.text import check_count, searchable, shown
+from dspy_memory.util.text import check_count, day, searchable, shown
 from dspy_memory.util.timeutil import TimeLike, from_db, utcnow
 
 logger = logging.getLogger("dspy_memory")
@@ -41,6 +42,8 @@ class Recipe:
     keyword: bool = True
     # Graph expansion of the top hits: always, never, or None: as RetrievalConfig.graph_in_hybrid.
     graph: bool | None = False
+    # The top RetrievalConfig.rerank_candidates re-ordered by the reranker (read/rerank.py).
+    rerank: bool = False
     description: str = ""
 
 
@@ -51,6 +54,9 @@ RECIPES: dict[str, Recipe] = {
     ),
     "dense": Recipe("dense", keyword=False, description="embedding similarity only"),
     "keyword": Recipe("keyword", dense=False, description="FTS5 BM25 only"),
+    "rerank": Recipe(
+        "rerank", graph=None, rerank=True, description="hybrid, its top candidates re-ordered by a reranker"
+    ),
 }
 
 
@@ -96,6 +102,7 @@ class Retriever:
         track_access: bool,
         forgetting: Forgetting | None = None,
         recalls_per_search: int = 5,
+        reranker: Reranker | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -105,6 +112,7 @@ class Retriever:
         self.recalls_per_search = recalls_per_search
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dspy-memory-search")
         self.recalls = RecallCounter(store)
+        self.reranker = reranker or make_reranker(config.reranker, timeout_s=config.rerank_timeout_s)
 
     def flush(self) -> None:
         """Write the recall counts gathered so far (see RecallCounter)."""
@@ -224,9 +232,16 @@ class Retriever:
         self._time_boost(query, details, candidates, view)
         if chosen.graph or (chosen.graph is None and config.graph_in_hybrid):
             self._expand(details, candidates, scope, predicate, view, now_jd)
-        ranked = sorted(details.items(), key=lambda pair: pair[1]["final"], reverse=True)[:k]
+        depth = max(k, config.rerank_candidates) if chosen.rerank else k
+        ranked = sorted(details.items(), key=lambda pair: pair[1]["final"], reverse=True)[:depth]
         found = self.store.records_with_provenance([row_id for row_id, _ in ranked], view)
         ranked = [(row_id, detail) for row_id, detail in ranked if row_id in found]
+        if chosen.rerank:
+            records = {row_id: found[row_id][0] for row_id, _ in ranked}
+            today = day(from_db(view.as_of))
+            ranked = rerank(
+                self.reranker, query, ranked, records, today=today, pool=config.rerank_candidates
+            )[:k]
         if self.track_access and count_access and ranked:
             self.recalls.add([row_id for row_id, _ in ranked[: self.recalls_per_search]])
         for row_id, detail in ranked:

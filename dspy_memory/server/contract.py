@@ -48,8 +48,9 @@ _MEANING = {
     429: "Over the key's rate (`rate_limited`): slow down.",
     500: "An unexpected failure (`internal_error`, `not_stored`); the service logged it.",
     502: "The LM answered, but not usably, on every attempt (`write_program`).",
-    503: "No LM configured (`lm_unavailable`), the embedder failed (`embedding`), the memory "
-    "is closed (`memory_closed`), or the file could not be read or written (`storage`).",
+    503: "No LM configured (`lm_unavailable`), the embedder failed (`embedding`), the reranker "
+    "cannot run (`reranker_unavailable`), the memory is closed (`memory_closed`), or the file "
+    "could not be read or written (`storage`).",
     507: "The disk holding the memory file is full (`storage_full`): nothing of this request was "
     "written; retry once space is freed.",
 }

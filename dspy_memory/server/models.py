@@ -316,7 +316,10 @@ class FeedbackRequest(Scoped):
 class SearchRequest(Scoped):
     query: Text
     k: Annotated[int, Field(ge=1, le=MAX_K)] = 10
-    recipe: Recipe = "hybrid"
+    recipe: Recipe = Field(
+        "hybrid",
+        description='"rerank" needs the service\'s reranker: its LM by default (else 503 lm_unavailable)',
+    )
     as_of: When | None = None
     known_at: When | None = None
     kinds: list[Kind] | None = None

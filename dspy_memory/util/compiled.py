@@ -25,6 +25,7 @@ PROGRAM_FILES = {
     "answer": "answer.json",
     "query": "query.json",
     "consolidate": "consolidate.json",
+    "rerank": "rerank.json",
 }
 WRITERS: dict[ProgramMode, type[dspy.Module]] = {
     "fused": FusedWriter,
@@ -115,11 +116,13 @@ def load_write_program(
 
 
 def load_reading_programs(directory: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, str]]:
-    """Compiled `answer` (MemoryAnswerer), `query` (QueryRewriter) and `consolidate`
-    (MemoryConsolidator) programs found in `directory`: the programs that run after the write
-    path, for `Memory.answer` and maintenance."""
+    """Compiled `answer` (MemoryAnswerer), `query` (QueryRewriter), `consolidate`
+    (MemoryConsolidator) and `rerank` (MemoryReranker) programs found in `directory`: the
+    programs that run after the write path, for `Memory.answer`, maintenance and recipe
+    "rerank"."""
     from dspy_memory.programs.answer import MemoryAnswerer, QueryRewriter
     from dspy_memory.programs.consolidate import MemoryConsolidator
+    from dspy_memory.programs.rerank import MemoryReranker
 
     folder = Path(directory)
     modules: dict[str, Any] = {}
@@ -128,6 +131,7 @@ def load_reading_programs(directory: str | os.PathLike[str]) -> tuple[dict[str, 
         ("answer", MemoryAnswerer),
         ("query", QueryRewriter),
         ("consolidate", MemoryConsolidator),
+        ("rerank", MemoryReranker),
     ):
         path = folder / PROGRAM_FILES[name]
         if path.exists():
