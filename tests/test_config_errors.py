@@ -59,7 +59,7 @@ def test_several_problems_are_one_line_each():
     body = "\n".join(lines[1:])
     assert len(lines) == 5, lines
     assert "write.mode='fast'" in body and "'fused', 'two_step', 'compact' or 'auto'" in body
-    assert "retrieval.fusion='max'" in body and "'rrf' or 'convex'" in body
+    assert "retrieval.fusion='max'" in body and "'rrf', 'convex' or 'zscore'" in body
     assert sorted(raised.value.settings) == [
         "busy_timeout_ms",
         "retrieval.fusion",

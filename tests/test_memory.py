@@ -269,7 +269,7 @@ def test_memory_survives_deepcopy_for_optimizers(memory):
     assert copy.deepcopy(memory) is memory
 
 
-@pytest.mark.parametrize("fusion", ["rrf", "convex"])
+@pytest.mark.parametrize("fusion", ["rrf", "convex", "zscore"])
 def test_fusion_modes_score_in_unit_range(db_path, fusion):
     with Memory(db_path, embedder=HashEmbedder(64), retrieval={"fusion": fusion}) as memory:
         memory.add(
@@ -279,4 +279,17 @@ def test_fusion_modes_score_in_unit_range(db_path, fusion):
         hits = memory.search("taxes due", user_id="a")
         assert hits[0].content == "Taxes are due."
         assert all(0.0 <= h.details.fused <= 1.0 for h in hits)
-        assert hits[0].details.fused == pytest.approx(1.0)
+        if fusion != "zscore":  # a standardized score reaches 1 only far above its list's mean
+            assert hits[0].details.fused == pytest.approx(1.0)
+        assert hits[0].details.fused == max(h.details.fused for h in hits)
+
+
+def test_standard_scores_place_each_score_in_its_own_lists_distribution():
+    from dspy_memory.read.retrieval import standard_scores
+
+    assert standard_scores([]) == [] and standard_scores([3.0, 3.0]) == [0.5, 0.5]
+    # The scale drops out: BM25-sized and cosine-sized lists of the same shape score alike.
+    assert standard_scores([12.0, 6.0, 3.0]) == pytest.approx(standard_scores([0.8, 0.4, 0.2]))
+    # One outlier on top does not squash the rest to zero, as a min-max would.
+    low = standard_scores([10.0, 1.0, 0.9, 0.8])
+    assert low[0] > 0.9 and low[1] > 0.25 and low[1] > low[2] > low[3]  # min-max: 0.02, 0.01, 0
