@@ -137,7 +137,9 @@ class KeywordIndex:
         with self._lock:
             self._frequencies_cache.clear()
 
-    def frequencies(self, conn: Any, terms: list[str], tokens: list[str], *, cap: int, rows: int) -> list[int]:
+    def frequencies(
+        self, conn: Any, terms: list[str], tokens: list[str], *, cap: int, rows: int
+    ) -> list[int]:
         """How many rows of the scope (the rows holding every one of its `tokens`; none: the
         whole index) hold each term, counted up to `cap` + 1.
 
