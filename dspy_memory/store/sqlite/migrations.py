@@ -265,17 +265,6 @@ _V10 = (
     ),
     "DROP INDEX memories_turns",
     "CREATE INDEX memories_turns ON memories (substr(content_hash, 1, 16), valid_at) WHERE kind = 'turn'",
-    # The keyword index keeps which columns hold a term, not where in them (detail=column):
-    # queries are single quoted terms, never phrases or NEAR, so positions were never read;
-    # postings shrink by a third. Rebuilt from its stored text (an FTS5 table's options are set
-    # at creation), with 'secure-delete' on as before.
-    """CREATE VIRTUAL TABLE memories_fts_v10 USING fts5(
-        content, scope, context, detail = column, tokenize = 'porter unicode61 remove_diacritics 2'
-    )""",
-    "INSERT INTO memories_fts_v10 (rowid, content, scope, context) SELECT rowid, content, scope, context FROM memories_fts",
-    "DROP TABLE memories_fts",
-    "ALTER TABLE memories_fts_v10 RENAME TO memories_fts",
-    "INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', 1)",
 )
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -290,7 +279,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "feedback; what each write run saw and did", _V9),
     Migration(
         10,
-        "smaller indexes: agent and run ids only where set, raw turns by a hash prefix, keyword postings without positions",
+        "smaller indexes: agent and run ids only where set, raw turns by a hash prefix",
         _V10,
     ),
 )
