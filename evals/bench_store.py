@@ -34,6 +34,7 @@ from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder, LocalEmbedder
 from dspy_memory.embed.base import BatchedEmbedder
 from evals.bench_backends import BACKENDS, Places, chart, embed_all, postgres_server
+from evals.disk_usage import usage
 from evals.report import RESULTS_DIR, machine, percentile, table, write_json
 from evals.synthetic import generate
 
@@ -167,6 +168,9 @@ def measure(
             memory.close()
     for backend in backends:
         configs[backend]["disk_mb"] = places.size_mb(backend, locations[backend])
+        configs[backend]["disk_kb_per_memory"] = configs[backend]["disk_mb"] * 1000 / size
+        if backend == "sqlite":  # where the bytes go: python -m evals.disk_usage FILE
+            configs[backend]["disk_parts"] = usage(locations[backend])["parts"]
         places.drop(backend, locations[backend])
     return [configs[backend] for backend in backends]
 
@@ -260,8 +264,8 @@ def report(results: dict[str, Any]) -> str:
     out = [f"Search latency, warm, k=10 (vectors: {results['vectors']})", ""]
     out.append(table(["memories", "layout", "in scope", "recipe", *per_backend], rows))
     out += ["", "Writes, dense quality and disk", ""]
-    columns = ("add/s (precomputed vectors)", "dense recall@10 vs exact", "disk MB")
-    keys = ("add_per_s_precomputed", "dense_recall_at_10", "disk_mb")
+    columns = ("add/s (precomputed vectors)", "dense recall@10 vs exact", "disk MB", "disk kB/memory")
+    keys = ("add_per_s_precomputed", "dense_recall_at_10", "disk_mb", "disk_kb_per_memory")
     out.append(
         table(
             ["memories", "layout", *(f"{b} {c}" for c in columns for b in backends)],

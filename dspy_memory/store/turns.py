@@ -31,10 +31,11 @@ class RawTurns:
                 row = conn.execute(
                     "SELECT cur.row_id, cur.id FROM memories m INDEXED BY memories_turns "
                     "JOIN memories cur ON cur.id = m.id AND cur.expired_at IS NULL "
-                    "WHERE m.kind = 'turn' AND m.content_hash = ? AND m.valid_at IS ? "
+                    "WHERE m.kind = 'turn' AND substr(m.content_hash, 1, 16) = substr(?, 1, 16) "
+                    "AND m.content_hash = ? AND m.valid_at IS ? "
                     "AND m.user_id IS ? AND m.agent_id IS ? AND m.run_id IS ? "
                     "ORDER BY cur.row_id LIMIT 1",
-                    (content_hash, valid_at, scope.user_id, scope.agent_id, scope.run_id),
+                    (content_hash, content_hash, valid_at, scope.user_id, scope.agent_id, scope.run_id),
                 ).fetchone()
                 found.append((row[0], row[1]) if row else None)
         return found
@@ -207,12 +208,13 @@ class TurnContext:
         for scope, group in scopes.items():
             group.sort(key=lambda anchor: (anchor["occurred_at"], anchor["episode_row"]))
             first, last = group[0], group[-1]
+            same_scope, scope_params = _same_scope(scope)
             middle = conn.execute(
-                f"SELECT rowid, id, name, content, occurred_at FROM episodes WHERE {_SAME_SCOPE} "
+                f"SELECT rowid, id, name, content, occurred_at FROM episodes WHERE {same_scope} "
                 "AND (occurred_at, rowid) >= (?, ?) AND (occurred_at, rowid) <= (?, ?) "
                 "ORDER BY occurred_at, rowid LIMIT ?",
                 (
-                    *scope,
+                    *scope_params,
                     first["occurred_at"],
                     first["episode_row"],
                     last["occurred_at"],
@@ -259,10 +261,11 @@ class TurnContext:
         else:
             sql = "(occurred_at, rowid) > (?, ?) AND occurred_at <= ? ORDER BY occurred_at, rowid"
             bound = _shifted(at, self.gap)
+        same_scope, scope_params = _same_scope(scope)
         return conn.execute(
-            f"SELECT rowid, id, name, content, occurred_at FROM episodes WHERE {_SAME_SCOPE} "
+            f"SELECT rowid, id, name, content, occurred_at FROM episodes WHERE {same_scope} "
             f"AND content != '' AND {sql} LIMIT ?",
-            (*scope, *key, bound, count),
+            (*scope_params, *key, bound, count),
         ).fetchall()
 
     def _neighbours(self, conn: Any, anchor: Any, *, before: int, after: int) -> list[Any]:
@@ -286,7 +289,19 @@ class TurnContext:
         ]
 
 
-_SAME_SCOPE = "user_id IS ? AND agent_id IS ? AND run_id IS ?"
+def _same_scope(scope: tuple[Any, ...]) -> tuple[str, list[Any]]:
+    """The condition (and its parameters) on episodes of exactly this (user, agent, run): `=`
+    for a set id, so the partial agent and run indexes (store/sqlite/migrations.py, 10) serve it."""
+    conditions, params = [], []
+    for column, value in zip(("user_id", "agent_id", "run_id"), scope):
+        if value is None:
+            conditions.append(f"{column} IS NULL")
+        else:
+            conditions.append(f"{column} = ?")
+            params.append(value)
+    return " AND ".join(conditions), params
+
+
 # Episodes read in one span for a batch's windows; more (a batch spread over a long stretch of
 # existing history) and each window is read on its own.
 _SPAN_LIMIT = 5000

@@ -163,6 +163,9 @@ def cipher_driver() -> tuple[ModuleType | None, str]:
     return _probe(name, cipher=True, load_vec=in_use is None)
 
 
+PAGE_SIZE = 8192
+
+
 def open_connection(path: str, driver: ModuleType, *, busy_timeout_ms: int, key: str | None = None) -> Any:
     """A configured connection; `key` (a raw key, cipher.raw_key) keys it first."""
     conn = driver.connect(
@@ -177,6 +180,12 @@ def open_connection(path: str, driver: ModuleType, *, busy_timeout_ms: int, key:
     if key is not None:
         apply_key(conn, key, path)
     load_sqlite_vec(conn)
+    if key is None:
+        # 8 kB pages for a new file (an existing file keeps its page size): a memory's float32
+        # vector row (~1.6 kB) packs 5 to a page instead of 2 to a 4 kB page, which left a
+        # fifth of the file empty (docs/benchmarks.md, "Disk per memory"). SQLCipher's page
+        # size is its own setting, left at its default.
+        conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     if path != ":memory:":
         conn.execute("PRAGMA journal_mode = WAL")

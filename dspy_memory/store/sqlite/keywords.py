@@ -73,7 +73,9 @@ class KeywordIndex:
         # BM25 weight of a term found in a raw turn's conversation context (store/turns.py)
         # against one found in the memory's own text (1.0).
         self.context_weight = context_weight
-        self._frequencies_cache: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        # (scope tokens, term) -> (rows of the scope holding the term, counted up to the budget + 1;
+        # the scope's rows then)
+        self._frequencies_cache: OrderedDict[tuple[str, str], tuple[int, int]] = OrderedDict()
         self._cache_size = frequency_cache_size
         self._lock = threading.Lock()
 
@@ -135,23 +137,24 @@ class KeywordIndex:
         with self._lock:
             self._frequencies_cache.clear()
 
-    def frequencies(self, conn: Any, terms: list[str], *, cap: int, total_rows: int) -> list[int]:
-        """How many rows of the whole index hold each term, counted up to `cap` + 1.
+    def frequencies(
+        self, conn: Any, terms: list[str], tokens: list[str], *, cap: int, rows: int
+    ) -> list[int]:
+        """How many rows of the scope (the rows holding every one of its `tokens`; none: the
+        whole index) hold each term, counted up to `cap` + 1.
 
-        Counts are cached while the index size stays within 10% of the size they were read at:
-        they only steer which terms to score, so slightly stale counts are harmless.
+        Counts are cached per scope while its size stays within 10% of `rows`, the size they
+        were read at: they only steer which terms to score, so slightly stale counts are
+        harmless.
         """
+        scope = " ".join(tokens)
         counts: dict[str, int] = {}
         with self._lock:
             for term in terms:
-                cached = self._frequencies_cache.get(term)
-                if (
-                    cached is not None
-                    and abs(cached[1] - total_rows) <= 0.1 * total_rows
-                    and (cached[0] <= cap)
-                ):
+                cached = self._frequencies_cache.get((scope, term))
+                if cached is not None and abs(cached[1] - rows) <= 0.1 * rows:
                     counts[term] = cached[0]
-        missing = [term for term in terms if term not in counts]
+        missing = list(dict.fromkeys(term for term in terms if term not in counts))
         if missing:
             sql = "SELECT " + ", ".join(
                 "(SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?))"
@@ -159,13 +162,13 @@ class KeywordIndex:
             )
             params: list[Any] = []
             for term in missing:
-                params += [f'{{content context}} : "{term}"', cap + 1]
+                params += [match_expression([term], tokens), cap + 1]
             fetched = conn.execute(sql, params).fetchone()
             with self._lock:
                 for term, count in zip(missing, fetched):
                     counts[term] = count
-                    self._frequencies_cache[term] = (count, total_rows)
-                    self._frequencies_cache.move_to_end(term)
+                    self._frequencies_cache[(scope, term)] = (count, rows)
+                    self._frequencies_cache.move_to_end((scope, term))
                 while len(self._frequencies_cache) > self._cache_size:
                     self._frequencies_cache.popitem(last=False)
         return [min(counts[term], cap + 1) for term in terms]
@@ -178,21 +181,21 @@ class KeywordIndex:
         scopes without a user)."""
         if not terms:
             return None
-        # The scope filter pays off only when the scope is a small part of the index; otherwise
-        # intersecting with its huge token list costs more than it saves (the SQL filter on
-        # `memories` enforces the scope either way). An unknown share keeps the filter and
-        # budgets as if the scope were the whole index.
+        # The scope filter in the search's MATCH pays off only when the scope is a small part of
+        # the index; otherwise intersecting with its huge token list costs more than it saves
+        # (the SQL filter on `memories` enforces the scope either way). An unknown share keeps
+        # the filter and budgets as if the scope were the whole index.
         use_tokens: list[str] | None
         if scope_rows is None:
-            share, scope_rows, use_tokens = 1.0, total_rows, tokens
+            scope_rows, use_tokens = total_rows, tokens
         else:
-            share = scope_rows / total_rows if total_rows else 1.0
-            use_tokens = tokens if share < 0.5 else None
+            use_tokens = tokens if total_rows and scope_rows < 0.5 * total_rows else None
         if scope_rows <= self.score_budget:
             return terms, use_tokens, False
-        cap = int(self.score_budget / max(share, 1e-9))
-        counts = self.frequencies(conn, terms, cap=cap, total_rows=total_rows)
-        chosen = budgeted_terms(terms, [count * share for count in counts], self.score_budget)
+        # Counted in the scope itself: the whole index's count scaled by the scope's share
+        # would pick a term that is common elsewhere and absent here, and find nothing.
+        counts = self.frequencies(conn, terms, tokens, cap=self.score_budget, rows=scope_rows)
+        chosen = budgeted_terms(terms, counts, self.score_budget)
         return None if chosen is None else (chosen[0], use_tokens, chosen[1])
 
     def search(
