@@ -51,3 +51,10 @@ def test_a_scope_without_a_user_counts_terms_in_that_scope_too(memory):
     memory.add(GARDEN, agent_id="planner", infer=False)
     memory.add([f"orchid {i} bloomed" for i in range(10)], agent_id="critic", infer=False)
     assert keyword_hits(memory, "garden orchid", agent_id="planner") == sorted(GARDEN)
+
+
+def test_a_term_counted_absent_is_found_as_soon_as_a_row_of_the_scope_holds_it(memory):
+    memory.add(GARDEN, user_id="ada", infer=False)
+    assert keyword_hits(memory, "orchid", user_id="ada") == []  # counted: absent
+    memory.add("orchid on the sill", user_id="ada", infer=False)  # the scope grows by under 10%
+    assert keyword_hits(memory, "orchid", user_id="ada") == ["orchid on the sill"]

@@ -167,6 +167,10 @@ class KeywordIndex:
             with self._lock:
                 for term, count in zip(missing, fetched):
                     counts[term] = count
+                    if count == 0:
+                        # An absent term is dropped from the query, so a cached zero would hide
+                        # the first row that brings it (and counting an absent term is cheap).
+                        continue
                     self._frequencies_cache[(scope, term)] = (count, rows)
                     self._frequencies_cache.move_to_end((scope, term))
                 while len(self._frequencies_cache) > self._cache_size:
