@@ -223,21 +223,27 @@ def test_cv_holds_out_each_conversation_and_reports_it_per_conversation_and_cate
     assert (tmp_path / "cv.png").stat().st_size > 0
 
 
-def test_a_fold_chooses_on_the_other_conversations_only():
+def test_a_fold_chooses_on_the_other_conversations_only_and_keeps_the_default_within_the_margin():
     """The setting that is best on the held-out conversation but worst on the others must not
-    be chosen for that fold."""
-    from evals.locomo_cv import choose
+    be chosen for that fold; a default within MARGIN of the best stays."""
+    from evals.locomo_cv import MARGIN, choose
     from evals.locomo_retrieval import Answered
 
     def answered(conversation, recall):
         return Answered(conversation, "single-hop", {10: recall}, {10: recall}, recall)
 
+    default = ((2, 1), (("rrf_k", 10.0),))
+    others, held = ((2, 1), (("rrf_k", 5.0),)), ((2, 1), (("rrf_k", 30.0),))
     results = {
-        "good on the others": [answered("a", 0.9), answered("b", 0.9), answered("held", 0.1)],
-        "good on the held-out one": [answered("a", 0.2), answered("b", 0.2), answered("held", 1.0)],
+        default: [answered("a", 0.5), answered("b", 0.5), answered("held", 0.5)],
+        others: [answered("a", 0.9), answered("b", 0.9), answered("held", 0.1)],
+        held: [answered("a", 0.2), answered("b", 0.2), answered("held", 1.0)],
     }
-    assert choose(list(results), results.__getitem__, {"a", "b"}) == "good on the others"
-    assert choose(list(results), results.__getitem__, {"held"}) == "good on the held-out one"
+    assert choose(list(results), results.__getitem__, {"a", "b"}, margin=MARGIN) == others
+    assert choose(list(results), results.__getitem__, {"held"}, margin=MARGIN) == held
+    results[others] = [answered("a", 0.5 + MARGIN / 2), answered("b", 0.5 + MARGIN / 2)]
+    assert choose(list(results), results.__getitem__, {"a", "b"}, margin=MARGIN) == default
+    assert choose(list(results), results.__getitem__, {"a", "b"}) == others  # no margin: the best
 
 
 def test_session_recall_counts_the_evidence_sessions_among_the_hits_sessions(mini_file, tmp_path):
