@@ -103,6 +103,7 @@ class PostgresBackend:
         self.driver_name = f"psycopg {psycopg.__version__}"
         self.partitions = partitions
         self.exact_max_rows = exact_max_rows
+        self.vectors = VectorIndex(exact_max_rows=exact_max_rows)
         try:
             with psycopg.connect(url, autocommit=True) as raw:
                 # Before the pool opens: its connections register pgvector's type.
@@ -129,10 +130,12 @@ class PostgresBackend:
 
     def migrate(self) -> list[int]:
         with self.conns.read() as conn:
-            return migrate(conn.raw, partitions=self.partitions)
+            applied = migrate(conn.raw, partitions=self.partitions)
+            self.vectors.ensure_indexes(conn.raw)
+            return applied
 
     def vector_index(self, *, cache_min_rows: int, cache_max_rows: int) -> VectorIndex:
-        return VectorIndex(exact_max_rows=self.exact_max_rows)
+        return self.vectors
 
     def keyword_index(self, *, score_budget: int, context_weight: float) -> KeywordIndex:
         return KeywordIndex(context_weight=context_weight, score_budget=score_budget)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -27,6 +27,12 @@ class Connection:
         self.raw = raw
         self.depth = 0  # write transactions open on it (nested calls join the outermost)
         self.snapshot = False
+        self._after_commit: list[Callable[[Any], None]] = []
+
+    def after_commit(self, action: Callable[[Any], None]) -> None:
+        """Run `action(raw connection)` once the write transaction commits, outside it (for
+        statements that cannot run in a transaction); dropped if it rolls back."""
+        self._after_commit.append(action)
 
     def execute(self, sql: str, params: Any = None) -> Any:
         with _nul_refused():
@@ -207,6 +213,9 @@ class Connections:
             conn.raw.execute("COMMIT")
         finally:
             conn.depth = 0
+            actions, conn._after_commit = conn._after_commit, []
+        for action in actions:
+            action(conn.raw)
 
     def in_transaction(self) -> bool:
         current = getattr(self._local, "conn", None)
