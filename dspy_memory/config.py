@@ -286,6 +286,18 @@ class MemoryConfig(CheckedSettings):
             raise ValueError(str(exc)) from None
         return value
 
+    # Open an existing store for reading only (docs/scaling.md, "Read-only mode"), e.g. an app
+    # server searching a PostgreSQL standby: no schema is created or migrated, nothing is written
+    # (recall counts and resuming pending episodes are off), and every write raises ReadOnlyError.
+    read_only: bool = False
+
+    @field_validator("read_only")
+    @classmethod
+    def _no_maintenance_when_read_only(cls, value: bool, info: Any) -> bool:
+        if value and info.data.get("maintenance_every") is not None:
+            raise ValueError("maintenance_every writes to the store: leave it out with read_only=True")
+        return value
+
     # Count recalls (access_count, last_accessed_at) on every search; the forgetting curve uses it.
     # Best effort: when the file is busy, counts wait for a later write instead of failing a read.
     track_access: bool = True

@@ -119,7 +119,7 @@ class Memory:
         self._scopes = ScopeRules(config.scope_mode)
         # Unfinished episodes of an earlier process are resumed on first use (see `resume`),
         # never while constructing: that may call an LM.
-        self._resume_due = config.process_pending_on_open
+        self._resume_due = config.process_pending_on_open and not config.read_only
         self._resume_lock = threading.Lock()
 
     # -- writing -------------------------------------------------------------------------------
@@ -233,7 +233,7 @@ class Memory:
         memory_id, where = self._owned("get", memory_id, owner)
         check_flag(recall, "recall")
         row_id = self.store.current_row_id(memory_id, scope=where) if recall else None
-        if row_id is not None and self.config.track_access:
+        if row_id is not None and self._retriever.track_access:
             self._retriever.recalls.add([row_id])
         self._retriever.flush()  # what it shows includes this recall (unless the file is busy)
         record = self.store.get_memory(memory_id, scope=where)
@@ -802,7 +802,8 @@ class Memory:
         self.workers.close()
         self._background.close()
         self._retriever.close()
-        self._writer.claims.release()
+        if not self.config.read_only:  # it claimed nothing
+            self._writer.claims.release()
         self.store.close()
 
     def __enter__(self) -> Memory:

@@ -15,12 +15,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+from urllib.parse import quote
 
 from dspy_memory.errors import (
     ExtensionLoadError,
     MemoryClosedError,
     MemoryFileError,
     MemoryFolderMissingError,
+    ReadOnlyError,
 )
 from dspy_memory.store.faults import sqlite_storage_error as storage_error
 from dspy_memory.store.sqlite.cipher import apply_key, cipher_version, no_cipher_error
@@ -163,14 +165,18 @@ def cipher_driver() -> tuple[ModuleType | None, str]:
     return _probe(name, cipher=True, load_vec=in_use is None)
 
 
-def open_connection(path: str, driver: ModuleType, *, busy_timeout_ms: int, key: str | None = None) -> Any:
-    """A configured connection; `key` (a raw key, cipher.raw_key) keys it first."""
+def open_connection(
+    path: str, driver: ModuleType, *, busy_timeout_ms: int, key: str | None = None, read_only: bool = False
+) -> Any:
+    """A configured connection; `key` (a raw key, cipher.raw_key) keys it first. `read_only`:
+    opened with mode=ro, so SQLite itself refuses every write."""
+    target = f"file:{quote(os.path.abspath(path))}?mode=ro" if read_only else path
     conn = driver.connect(
-        path,
+        target,
         timeout=busy_timeout_ms / 1000,
         isolation_level=None,  # autocommit: transactions are explicit (see Connections)
         check_same_thread=False,
-        uri=path.startswith("file:"),
+        uri=target.startswith("file:"),
     )
     # Rows read by column name (row["content"]); they index and unpack like tuples too.
     conn.row_factory = driver.Row
@@ -178,7 +184,7 @@ def open_connection(path: str, driver: ModuleType, *, busy_timeout_ms: int, key:
         apply_key(conn, key, path)
     load_sqlite_vec(conn)
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    if path != ":memory:":
+    if path != ":memory:" and not read_only:
         conn.execute("PRAGMA journal_mode = WAL")
     # NORMAL is durable in WAL mode except for the last commits on power loss; it avoids an
     # fsync per transaction.
@@ -199,9 +205,10 @@ class Connections:
     BEGIN IMMEDIATE plus the busy timeout."""
 
     def __init__(
-        self, path: str, driver: ModuleType, *, busy_timeout_ms: int, key: str | None = None
+        self, path: str, driver: ModuleType, *, busy_timeout_ms: int, key: str | None = None, read_only: bool = False
     ) -> None:
         self.path = path
+        self.read_only = read_only
         self.driver = driver
         self._busy_timeout_ms = busy_timeout_ms
         self._key = key
@@ -222,7 +229,7 @@ class Connections:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = open_connection(
-                self.path, self.driver, busy_timeout_ms=self._busy_timeout_ms, key=self._key
+                self.path, self.driver, busy_timeout_ms=self._busy_timeout_ms, key=self._key, read_only=self.read_only
             )
             self._local.conn = conn
             with self._all_lock:
@@ -267,6 +274,8 @@ class Connections:
     @contextmanager
     def transaction(self) -> Iterator[Any]:
         """A write transaction. Nested calls on the same thread join the outer transaction."""
+        if self.read_only:
+            raise ReadOnlyError.for_path(repr(self.path))
         with self._write_lock, self.faults():
             conn = self._conn()
             if getattr(self._local, "depth", 0):
@@ -279,6 +288,8 @@ class Connections:
     def transaction_if_free(self) -> Iterator[Any | None]:
         """A write transaction if the file can be locked at once, else None: for bookkeeping
         that may wait for a later write but must never make a read wait or fail."""
+        if self.read_only:
+            raise ReadOnlyError.for_path(repr(self.path))
         if not self._write_lock.acquire(blocking=False):
             yield None
             return
