@@ -14,7 +14,7 @@ from typing_extensions import Unpack
 
 from dspy_memory.agent.profile import ProfileUpdate
 from dspy_memory.config import LifecycleSettings, MemoryConfig
-from dspy_memory.errors import InvalidInputError, ScopeError
+from dspy_memory.errors import InvalidInputError, ReadOnlyError, ScopeError
 from dspy_memory.governance.files import file_argument
 from dspy_memory.graph import MemoryGraph
 from dspy_memory.parts import build_parts, config_with
@@ -492,6 +492,8 @@ class Memory:
             raise ScopeError(
                 "maintain() needs a scope: pass user_id= (agent_id=, run_id=) or all_scopes=True"
             )
+        if self.config.read_only and not dry_run:  # it may find nothing to change, but it is a write
+            raise ReadOnlyError.for_path(self.store.path)
         if not self.config.track_access:
             # evals/lifecycle.py: without recall counts, maintenance archives the facts in use.
             logger.warning(
