@@ -93,7 +93,7 @@ class VectorIndex:
             (json.dumps(unindexed), self.exact_max_rows),
         ).fetchall()
         for (partition,) in grown:
-            conn.after_commit(lambda raw, partition=partition: self._build(raw, partition))
+            conn.after_commit(lambda raw, partition=partition: self._safely(self._build, raw, partition))
 
     def delete(self, conn: Any, row_ids: list[int]) -> int:
         if not row_ids:
@@ -112,7 +112,7 @@ class VectorIndex:
         # An empty partition's row would keep the user id after a purge; its index goes too.
         emptied = conn.execute("DELETE FROM vector_partitions WHERE row_count <= 0 RETURNING partition_key")
         for (partition,) in emptied.fetchall():
-            conn.after_commit(lambda raw, partition=partition: self._drop(raw, partition))
+            conn.after_commit(lambda raw, partition=partition: self._safely(self._drop, raw, partition))
         return len(deleted)
 
     # -- the partitions' HNSW indexes ---------------------------------------------------------
@@ -137,8 +137,6 @@ class VectorIndex:
         fails (the index is left invalid) the next write to the partition builds it again. A
         session advisory lock per partition lets one session build and the others skip: they
         search exactly until the index is valid."""
-        import psycopg
-
         key_hash, valid = self._state(raw, partition)
         if valid:
             self._indexed[partition] = key_hash
@@ -168,14 +166,24 @@ class VectorIndex:
                 finally:
                     raw.execute("RESET maintenance_work_mem")
             self._indexed[partition] = key_hash
-        except psycopg.Error as exc:
-            logger.warning(
-                "the HNSW index of a vector partition could not be built (%s); searches there scan "
-                "exactly until the next write to it builds the index",
-                str(exc).strip(),
-            )
         finally:
             raw.execute("SELECT pg_advisory_unlock(%s)", (lock_id,))
+
+    def _safely(self, action: Any, raw: Any, partition: str) -> None:
+        """`action(raw, partition)` (a build or a drop), run after a write committed or on
+        opening: the write stands whatever happens, so a failure (a lock timeout, a cancelled
+        build) is logged, not raised, and the next write to the partition tries again."""
+        import psycopg
+
+        try:
+            action(raw, partition)
+        except psycopg.Error as exc:
+            logger.warning(
+                "the HNSW index of a vector partition could not be %s (%s); the next write to it tries "
+                "again (searches there scan exactly meanwhile)",
+                "built" if action == self._build else "dropped",
+                str(exc).strip(),
+            )
 
     def _drop(self, raw: Any, partition: str) -> None:
         """Drop the index of a partition emptied by an erasure (its rows are gone)."""
@@ -194,7 +202,7 @@ class VectorIndex:
             (self.exact_max_rows,),
         ).fetchall()
         for (partition,) in grown:
-            self._build(raw, partition)
+            self._safely(self._build, raw, partition)
         if raw.execute("SELECT to_regclass(%s) IS NOT NULL", (LEGACY_INDEX,)).fetchone()[0]:
             if all(partition in self._indexed for (partition,) in grown):
                 raw.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {LEGACY_INDEX}")
