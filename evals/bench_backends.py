@@ -241,15 +241,18 @@ def timed_load(memory: Any, texts: list[str], users: list[str], *, batch: int) -
     }
 
 
-def erase_timing(places: Places, backend: str, texts: list[str], embedder: Any, postgres: dict[str, Any]) -> float:
-    """Seconds for delete_scope of one user's 1,000 rows in a 3,000-row store (issue 30's case)."""
+def erase_timing(
+    places: Places, backend: str, texts: list[str], embedder: Any, postgres: dict[str, Any], *, rows: int
+) -> float:
+    """Seconds for delete_scope of one user's `rows` rows in a store of 3 x `rows` (issue 30's
+    case: 1,000 of 3,000)."""
     location = places.location(backend, f"erase-{len(places.schema_of)}")
     extra = {"postgres": postgres} if backend == "postgres" else {}
     from dspy_memory import Memory
 
     with Memory(location, embedder=embedder, **extra) as memory:
         for index, user in enumerate(("erased", "kept-1", "kept-2")):
-            part = texts[index * 1000 : (index + 1) * 1000]
+            part = texts[index * rows : (index + 1) * rows]
             for offset in range(0, len(part), 250):
                 memory.add(part[offset : offset + 250], user_id=user, infer=False)
         start = time.perf_counter()
@@ -275,10 +278,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--vectors", choices=("minilm", "test"), default="minilm")
     parser.add_argument("--postgres-url", default=None)
     parser.add_argument("--exact-max-rows", type=int, default=20_000, help="postgres.exact_max_rows")
+    parser.add_argument("--erase-rows", type=int, default=1000, help="rows of the erased user (of 3x)")
     parser.add_argument("--tmp", default=None)
     parser.add_argument("--out", default=str(RESULTS_DIR / "bench_backends.json"))
     args = parser.parse_args(argv)
-    texts = [item.text for item in generate(args.size, seed=0)]
+    texts = [item.text for item in generate(max(args.size, 3 * args.erase_rows), seed=0)]
     model: Any = LocalEmbedder(cache_size=0) if args.vectors == "minilm" else HashEmbedder(384, cache_size=0)
     matrix = embed_all(texts, model) if args.vectors == "minilm" else model.embed(texts)
     embedder = PrecomputedEmbedder(dict(zip(texts, matrix)), name=model.name, dim=model.dim)
@@ -294,16 +298,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for backend in BACKENDS:
                 location = places.location(backend, f"adds-{layout.replace(' ', '-')}")
                 with places.open(location, embedder) as memory:
-                    rates = timed_load(memory, texts, users, batch=args.batch)
+                    rates = timed_load(memory, texts[: args.size], users, batch=args.batch)
                 places.drop(backend, location)
                 results["runs"].append({"backend": backend, "layout": layout, **rates})
                 print(f"{layout}, {backend}: {rates}", flush=True)
         results["delete_scope_s"] = {
             label: {
-                backend: erase_timing(places, backend, texts, embedder, {**postgres, **options})
+                backend: erase_timing(
+                    places, backend, texts, embedder, {**postgres, **options}, rows=args.erase_rows
+                )
                 for backend in BACKENDS
             }
-            for label, options in (("default", {}), ("partition indexed", {"exact_max_rows": 500}))
+            for label, options in (
+                ("default", {}),
+                ("every partition indexed", {"exact_max_rows": args.erase_rows // 2}),
+            )
         }
     by = {(run["layout"], run["backend"]): run for run in results["runs"]}
     rows = [
@@ -323,7 +332,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             rows,
         ),  # fmt: skip
         "",
-        "delete_scope of 1,000 rows in a 3,000-row store, seconds",
+        f"delete_scope of {args.erase_rows} rows in a {3 * args.erase_rows}-row store, seconds",
         "",
         table(
             ["postgres vector partition", *BACKENDS],
