@@ -242,21 +242,30 @@ def timed_load(memory: Any, texts: list[str], users: list[str], *, batch: int) -
 
 
 def erase_timing(
-    places: Places, backend: str, texts: list[str], embedder: Any, postgres: dict[str, Any], *, rows: int
+    places: Places,
+    backend: str,
+    texts: list[str],
+    embedder: Any,
+    postgres: dict[str, Any],
+    *,
+    rows: int,
+    one_user: bool = False,
 ) -> float:
-    """Seconds for delete_scope of one user's `rows` rows in a store of 3 x `rows` (issue 30's
-    case: 1,000 of 3,000)."""
+    """Seconds for delete_scope of `rows` rows in a store of 3 x `rows` (issue 30's case: 1,000
+    of 3,000): one user's of three, or (`one_user`) one run's of one user's three runs, so the
+    user's vector partition keeps 2 x `rows` rows (and its HNSW index, if it has one)."""
     location = places.location(backend, f"erase-{len(places.schema_of)}")
     extra = {"postgres": postgres} if backend == "postgres" else {}
     from dspy_memory import Memory
 
     with Memory(location, embedder=embedder, **extra) as memory:
-        for index, user in enumerate(("erased", "kept-1", "kept-2")):
+        for index, name in enumerate(("erased", "kept-1", "kept-2")):
+            scope = {"user_id": "ada", "run_id": name} if one_user else {"user_id": name}
             part = texts[index * rows : (index + 1) * rows]
             for offset in range(0, len(part), 250):
-                memory.add(part[offset : offset + 250], user_id=user, infer=False)
+                memory.add(part[offset : offset + 250], infer=False, **scope)
         start = time.perf_counter()
-        memory.delete_scope(user_id="erased")
+        memory.delete_scope(**({"user_id": "ada", "run_id": "erased"} if one_user else {"user_id": "erased"}))
         seconds = time.perf_counter() - start
     places.drop(backend, location)
     return seconds
@@ -305,13 +314,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         results["delete_scope_s"] = {
             label: {
                 backend: erase_timing(
-                    places, backend, texts, embedder, {**postgres, **options}, rows=args.erase_rows
+                    places, backend, texts, embedder, {**postgres, **options}, rows=args.erase_rows, one_user=one
                 )
                 for backend in BACKENDS
             }
-            for label, options in (
-                ("default", {}),
-                ("every partition indexed", {"exact_max_rows": args.erase_rows // 2}),
+            for label, options, one in (
+                ("a user of three, default", {}, False),
+                ("a user of three, every partition indexed", {"exact_max_rows": args.erase_rows // 2}, False),
+                ("a run of one user, default", {}, True),
+                ("a run of one user, the partition indexed", {"exact_max_rows": args.erase_rows // 2}, True),
             )
         }
     by = {(run["layout"], run["backend"]): run for run in results["runs"]}
@@ -335,7 +346,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"delete_scope of {args.erase_rows} rows in a {3 * args.erase_rows}-row store, seconds",
         "",
         table(
-            ["postgres vector partition", *BACKENDS],
+            ["erased, postgres vector partitions", *BACKENDS],
             [[label, *(round(s[b], 3) for b in BACKENDS)] for label, s in results["delete_scope_s"].items()],
         ),
     ]
