@@ -288,6 +288,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--postgres-url", default=None)
     parser.add_argument("--exact-max-rows", type=int, default=20_000, help="postgres.exact_max_rows")
     parser.add_argument("--erase-rows", type=int, default=1000, help="rows of the erased user (of 3x)")
+    parser.add_argument("--layouts", default="one,spread", help="one (one scope), spread (100 scopes)")
     parser.add_argument("--tmp", default=None)
     parser.add_argument("--out", default=str(RESULTS_DIR / "bench_backends.json"))
     args = parser.parse_args(argv)
@@ -303,7 +304,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ):
         results["postgres"] = server
         places = Places(tmp, url, postgres)
-        for layout, users in (("one scope", ["user-0"]), ("100 scopes", [f"user-{i}" for i in range(100)])):
+        layouts = {"one": ("one scope", ["user-0"]), "spread": ("100 scopes", [f"user-{i}" for i in range(100)])}
+        for layout, users in (layouts[name] for name in args.layouts.split(",")):
             for backend in BACKENDS:
                 location = places.location(backend, f"adds-{layout.replace(' ', '-')}")
                 with places.open(location, embedder) as memory:
