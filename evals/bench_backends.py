@@ -304,7 +304,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ):
         results["postgres"] = server
         places = Places(tmp, url, postgres)
-        layouts = {"one": ("one scope", ["user-0"]), "spread": ("100 scopes", [f"user-{i}" for i in range(100)])}
+        layouts = {
+            "one": ("one scope", ["user-0"]),
+            "spread": ("100 scopes", [f"user-{i}" for i in range(100)]),
+        }
         for layout, users in (layouts[name] for name in args.layouts.split(",")):
             for backend in BACKENDS:
                 location = places.location(backend, f"adds-{layout.replace(' ', '-')}")
@@ -316,7 +319,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         results["delete_scope_s"] = {
             label: {
                 backend: erase_timing(
-                    places, backend, texts, embedder, {**postgres, **options}, rows=args.erase_rows, one_user=one
+                    places,
+                    backend,
+                    texts,
+                    embedder,
+                    {**postgres, **options},
+                    rows=args.erase_rows,
+                    one_user=one,
                 )
                 for backend in BACKENDS
             }
@@ -340,8 +349,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"Adds of {args.size} memories, precomputed vectors ({model.name}), batches of {args.batch}",
         "",
         table(
-            ["layout", "sqlite add/s", "postgres add/s", "sqlite add/s last tenth",
-             "postgres add/s last tenth", "postgres / sqlite"],
+            [
+                "layout",
+                "sqlite add/s",
+                "postgres add/s",
+                "sqlite add/s last tenth",
+                "postgres add/s last tenth",
+                "postgres / sqlite",
+            ],
             rows,
         ),  # fmt: skip
         "",

@@ -20,7 +20,9 @@ from dspy_memory.types import Scope
 from .pg import Raw, fresh_schema
 
 EMBEDDER = HashEmbedder(64)
-TEXTS = [f"memory {i} of {i % 7} kind {i % 13} about {['tea', 'maps', 'boats', 'rain'][i % 4]}" for i in range(120)]
+TEXTS = [
+    f"memory {i} of {i % 7} kind {i % 13} about {['tea', 'maps', 'boats', 'rain'][i % 4]}" for i in range(120)
+]
 
 
 @pytest.fixture

@@ -206,7 +206,20 @@ class Replica:
         if self.user:
             shutil.chown(self.folder, self.user, self.user)
         self.pgdata = self.folder / "data"
-        self.run("pg_basebackup", "-D", str(self.pgdata), "-R", "-X", "stream", "-c", "fast", "-h", socket_dir, "-U", "postgres")
+        self.run(
+            "pg_basebackup",
+            "-D",
+            str(self.pgdata),
+            "-R",
+            "-X",
+            "stream",
+            "-c",
+            "fast",
+            "-h",
+            socket_dir,
+            "-U",
+            "postgres",
+        )
         self.run(
             "pg_ctl", "-D", str(self.pgdata), "-l", str(self.folder / "log"), "-w", "start",
             "-o", f"-p 5499 -k {self.pgdata} -h ''",
@@ -252,7 +265,9 @@ def test_a_read_only_memory_searches_a_streaming_replica_while_the_primary_write
             assert len(reader.search("where does ada live?", user_id="ada")) == 3
             writer.add("Ada moved to Oslo in May.", user_id="ada", infer=False)
             replica.caught_up(pg_store)
-            assert "Ada moved to Oslo in May." in {hit.memory.content for hit in reader.search("Oslo", user_id="ada")}
+            assert "Ada moved to Oslo in May." in {
+                hit.memory.content for hit in reader.search("Oslo", user_id="ada")
+            }
             with pytest.raises(ReadOnlyError):
                 reader.add("Ada moved again.", user_id="ada")
     finally:

@@ -91,7 +91,14 @@ def _configure(raw: Any, *, lock_timeout_ms: int, read_only: bool) -> None:
 
 class Connections:
     def __init__(
-        self, url: str, *, path: str, busy_timeout_ms: int, pool_size: int, lock_key: int, read_only: bool = False
+        self,
+        url: str,
+        *,
+        path: str,
+        busy_timeout_ms: int,
+        pool_size: int,
+        lock_key: int,
+        read_only: bool = False,
     ) -> None:
         from psycopg_pool import ConnectionPool
 

@@ -77,7 +77,9 @@ class SqliteBackend:
         # is chosen.
         key = raw_key(encryption_key) if self.encrypted else None
         self.driver = resolve_driver(driver, encrypted=self.encrypted)
-        self.conns = Connections(path, self.driver, busy_timeout_ms=busy_timeout_ms, key=key, read_only=read_only)
+        self.conns = Connections(
+            path, self.driver, busy_timeout_ms=busy_timeout_ms, key=key, read_only=read_only
+        )
 
     @property
     def driver_name(self) -> str:

@@ -205,7 +205,13 @@ class Connections:
     BEGIN IMMEDIATE plus the busy timeout."""
 
     def __init__(
-        self, path: str, driver: ModuleType, *, busy_timeout_ms: int, key: str | None = None, read_only: bool = False
+        self,
+        path: str,
+        driver: ModuleType,
+        *,
+        busy_timeout_ms: int,
+        key: str | None = None,
+        read_only: bool = False,
     ) -> None:
         self.path = path
         self.read_only = read_only
@@ -229,7 +235,11 @@ class Connections:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = open_connection(
-                self.path, self.driver, busy_timeout_ms=self._busy_timeout_ms, key=self._key, read_only=self.read_only
+                self.path,
+                self.driver,
+                busy_timeout_ms=self._busy_timeout_ms,
+                key=self._key,
+                read_only=self.read_only,
             )
             self._local.conn = conn
             with self._all_lock:

@@ -281,7 +281,9 @@ def check_version(version: int, *, where: str) -> None:
     latest = MIGRATIONS[-1].version
     advice = "open it once without read_only (on the primary server) to"
     if version == 0:
-        raise SchemaError(f"{where} has no dspy-memory store yet: a read-only Memory opens an existing one; {advice} create it")
+        raise SchemaError(
+            f"{where} has no dspy-memory store yet: a read-only Memory opens an existing one; {advice} create it"
+        )
     if version < latest:
         raise SchemaError(
             f"{where} has schema version {version}, older than this dspy-memory's ({latest}); a read-only "
