@@ -217,7 +217,7 @@ class Connections:
         self.read_only = read_only
         self.driver = driver
         self._busy_timeout_ms = busy_timeout_ms
-        self._key = key
+        self._opening: dict[str, Any] = dict(busy_timeout_ms=busy_timeout_ms, key=key, read_only=read_only)
         self._local = threading.local()
         self._write_lock = threading.RLock()
         self._all: list[Any] = []
@@ -225,7 +225,7 @@ class Connections:
         self._closed = False
         self._shared = None
         if path == ":memory:":
-            self._shared = open_connection(path, driver, busy_timeout_ms=busy_timeout_ms, key=key)
+            self._shared = open_connection(path, driver, **self._opening)
             self._all.append(self._shared)
 
     def _conn(self) -> Any:
@@ -234,13 +234,7 @@ class Connections:
             return self._shared
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = open_connection(
-                self.path,
-                self.driver,
-                busy_timeout_ms=self._busy_timeout_ms,
-                key=self._key,
-                read_only=self.read_only,
-            )
+            conn = open_connection(self.path, self.driver, **self._opening)
             self._local.conn = conn
             with self._all_lock:
                 self._all.append(conn)
