@@ -216,8 +216,9 @@ class PostgresConfig(CheckedSettings):
     # Split the search tables (vectors, keyword terms) by hash of the user id into this many
     # partitions when the schema is created (1: no partitioning). Decided once per database.
     partitions: int = Field(1, ge=1, le=1024)
-    # A vector partition (a user's rows) of up to this many rows is searched exactly; larger
-    # ones through the HNSW index.
+    # A vector partition (a user's rows) of up to this many rows is searched exactly and has no
+    # HNSW index (inserts and erasures pay no graph); a larger one gets its own index, built
+    # after the write that took it past this, and is searched through it.
     exact_max_rows: int = Field(20_000, ge=0)
 
 
@@ -305,6 +306,18 @@ class MemoryConfig(CheckedSettings):
             kinds_from(value)
         except Exception as exc:  # a ValueError is what pydantic reports as a validation error
             raise ValueError(str(exc)) from None
+        return value
+
+    # Open an existing store for reading only (docs/scaling.md, "Read-only mode"), e.g. an app
+    # server searching a PostgreSQL standby: no schema is created or migrated, nothing is written
+    # (recall counts and resuming pending episodes are off), and every write raises ReadOnlyError.
+    read_only: bool = False
+
+    @field_validator("read_only")
+    @classmethod
+    def _no_maintenance_when_read_only(cls, value: bool, info: Any) -> bool:
+        if value and info.data.get("maintenance_every") is not None:
+            raise ValueError("maintenance_every writes to the store: leave it out with read_only=True")
         return value
 
     # Count recalls (access_count, last_accessed_at) on every search; the forgetting curve uses it.

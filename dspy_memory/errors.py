@@ -65,7 +65,21 @@ class MemoryClosedError(DSPyMemoryError, RuntimeError):
 
 
 class SchemaError(DSPyMemoryError):
-    """The memory file's schema is newer than this version of dspy-memory understands."""
+    """The memory file's schema is newer than this version of dspy-memory understands (or, for a
+    read-only Memory, missing or older: it opens a store without creating or migrating it)."""
+
+
+class ReadOnlyError(DSPyMemoryError, PermissionError):
+    """A write through a Memory opened with read_only=True (docs/scaling.md, "Read-only mode"):
+    it searches and reads, and nothing it does writes. Write through a Memory opened without
+    read_only (on a PostgreSQL primary, not a standby). It is also a PermissionError."""
+
+    @classmethod
+    def for_path(cls, path: str) -> ReadOnlyError:
+        return cls(
+            f"{path} is open read-only (read_only=True): nothing can be written through this Memory; "
+            "write through a Memory opened without read_only (on the primary server)"
+        )
 
 
 class LMUnavailableError(DSPyMemoryError):

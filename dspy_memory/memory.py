@@ -14,7 +14,7 @@ from typing_extensions import Unpack
 
 from dspy_memory.agent.profile import ProfileUpdate
 from dspy_memory.config import LifecycleSettings, MemoryConfig
-from dspy_memory.errors import InvalidInputError, ScopeError
+from dspy_memory.errors import InvalidInputError, ReadOnlyError, ScopeError
 from dspy_memory.governance.files import file_argument
 from dspy_memory.graph import MemoryGraph
 from dspy_memory.parts import build_parts, config_with
@@ -119,7 +119,7 @@ class Memory:
         self._scopes = ScopeRules(config.scope_mode)
         # Unfinished episodes of an earlier process are resumed on first use (see `resume`),
         # never while constructing: that may call an LM.
-        self._resume_due = config.process_pending_on_open
+        self._resume_due = config.process_pending_on_open and not config.read_only
         self._resume_lock = threading.Lock()
 
     # -- writing -------------------------------------------------------------------------------
@@ -233,7 +233,7 @@ class Memory:
         memory_id, where = self._owned("get", memory_id, owner)
         check_flag(recall, "recall")
         row_id = self.store.current_row_id(memory_id, scope=where) if recall else None
-        if row_id is not None and self.config.track_access:
+        if row_id is not None and self._retriever.track_access:
             self._retriever.recalls.add([row_id])
         self._retriever.flush()  # what it shows includes this recall (unless the file is busy)
         record = self.store.get_memory(memory_id, scope=where)
@@ -492,6 +492,8 @@ class Memory:
             raise ScopeError(
                 "maintain() needs a scope: pass user_id= (agent_id=, run_id=) or all_scopes=True"
             )
+        if self.config.read_only and not dry_run:  # it may find nothing to change, but it is a write
+            raise ReadOnlyError.for_path(self.store.path)
         if not self.config.track_access:
             # evals/lifecycle.py: without recall counts, maintenance archives the facts in use.
             logger.warning(
@@ -802,7 +804,8 @@ class Memory:
         self.workers.close()
         self._background.close()
         self._retriever.close()
-        self._writer.claims.release()
+        if not self.config.read_only:  # it claimed nothing
+            self._writer.claims.release()
         self.store.close()
 
     def __enter__(self) -> Memory:

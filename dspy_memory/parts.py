@@ -73,6 +73,7 @@ def open_store(config: MemoryConfig, embedder: Any) -> tuple[Store, Embedder]:
         turn_context_before=retrieval.turn_context_before,
         turn_context_after=retrieval.turn_context_after,
         turn_context_gap_minutes=retrieval.turn_context_gap_minutes,
+        read_only=config.read_only,
     )
     store.audit_log.default_actor = config.actor
     try:
@@ -123,7 +124,7 @@ def build_parts(
         store,
         chosen,
         config.retrieval,
-        track_access=config.track_access,
+        track_access=config.track_access and not config.read_only,
         forgetting=Forgetting(base_days=lifecycle.base_days, importance_boost=lifecycle.importance_boost),
         recalls_per_search=lifecycle.recalls_per_search,
         reranker=make_reranker(

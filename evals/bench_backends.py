@@ -212,3 +212,166 @@ def chart(path: str | Path, results: dict[str, Any], recipes: tuple[str, ...]) -
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+# -- adds and erasure, both backends side by side: python -m evals.bench_backends -------------
+
+
+def timed_load(memory: Any, texts: list[str], users: list[str], *, batch: int) -> dict[str, float]:
+    """Add `texts` (round-robin over `users`, `batch` messages per add); memories per second
+    over the whole load and over its last tenth (the rate at the size reached)."""
+    by_user = {user: texts[i :: len(users)] for i, user in enumerate(users)}
+    step = max(1, batch // 10) if len(users) > 1 else batch  # as evals/bench_store.py loads
+    chunks = [
+        (user, part[offset : offset + step])
+        for offset in range(0, max(len(p) for p in by_user.values()), step)
+        for user, part in by_user.items()
+        if part[offset : offset + step]
+    ]
+    start, tail_start, done = time.perf_counter(), None, 0
+    for user, chunk in chunks:
+        if tail_start is None and done >= 0.9 * len(texts):
+            tail_start, tail_done = time.perf_counter(), done
+        memory.add(chunk, user_id=user, infer=False)
+        done += len(chunk)
+    end = time.perf_counter()
+    return {
+        "add_per_s": len(texts) / (end - start),
+        "add_per_s_last_tenth": (len(texts) - tail_done) / (end - tail_start) if tail_start else 0.0,
+    }
+
+
+def erase_timing(
+    places: Places,
+    backend: str,
+    texts: list[str],
+    embedder: Any,
+    postgres: dict[str, Any],
+    *,
+    rows: int,
+    one_user: bool = False,
+) -> float:
+    """Seconds for delete_scope of `rows` rows in a store of 3 x `rows` (issue 30's case: 1,000
+    of 3,000): one user's of three, or (`one_user`) one run's of one user's three runs, so the
+    user's vector partition keeps 2 x `rows` rows (and its HNSW index, if it has one)."""
+    location = places.location(backend, f"erase-{len(places.schema_of)}")
+    extra = {"postgres": postgres} if backend == "postgres" else {}
+    from dspy_memory import Memory
+
+    with Memory(location, embedder=embedder, **extra) as memory:
+        for index, name in enumerate(("erased", "kept-1", "kept-2")):
+            scope = {"user_id": "ada", "run_id": name} if one_user else {"user_id": name}
+            part = texts[index * rows : (index + 1) * rows]
+            for offset in range(0, len(part), 250):
+                memory.add(part[offset : offset + 250], infer=False, **scope)
+        start = time.perf_counter()
+        memory.delete_scope(**({"user_id": "ada", "run_id": "erased"} if one_user else {"user_id": "erased"}))
+        seconds = time.perf_counter() - start
+    places.drop(backend, location)
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Adds at a size (one scope, and 100 scopes) and an erasure, SQLite and PostgreSQL in one
+    run, with precomputed vectors (no model in the timed loop)."""
+    import argparse
+
+    from dspy_memory.embed import HashEmbedder, LocalEmbedder
+    from evals.bench_store import PrecomputedEmbedder
+    from evals.report import RESULTS_DIR, machine, table, write_json
+    from evals.synthetic import generate
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--batch", type=int, default=1000, help="messages per add()")
+    parser.add_argument("--vectors", choices=("minilm", "test"), default="minilm")
+    parser.add_argument("--postgres-url", default=None)
+    parser.add_argument("--exact-max-rows", type=int, default=20_000, help="postgres.exact_max_rows")
+    parser.add_argument("--erase-rows", type=int, default=1000, help="rows of the erased user (of 3x)")
+    parser.add_argument("--layouts", default="one,spread", help="one (one scope), spread (100 scopes)")
+    parser.add_argument("--tmp", default=None)
+    parser.add_argument("--out", default=str(RESULTS_DIR / "bench_backends.json"))
+    args = parser.parse_args(argv)
+    texts = [item.text for item in generate(max(args.size, 3 * args.erase_rows), seed=0)]
+    model: Any = LocalEmbedder(cache_size=0) if args.vectors == "minilm" else HashEmbedder(384, cache_size=0)
+    matrix = embed_all(texts, model) if args.vectors == "minilm" else model.embed(texts)
+    embedder = PrecomputedEmbedder(dict(zip(texts, matrix)), name=model.name, dim=model.dim)
+    postgres = {"exact_max_rows": args.exact_max_rows}
+    results: dict[str, Any] = {"machine": machine(), "vectors": model.name, "size": args.size, "runs": []}
+    with (
+        tempfile.TemporaryDirectory(dir=args.tmp) as tmp,
+        postgres_server(args.postgres_url, BACKENDS) as (url, server),
+    ):
+        results["postgres"] = server
+        places = Places(tmp, url, postgres)
+        layouts = {
+            "one": ("one scope", ["user-0"]),
+            "spread": ("100 scopes", [f"user-{i}" for i in range(100)]),
+        }
+        for layout, users in (layouts[name] for name in args.layouts.split(",")):
+            for backend in BACKENDS:
+                location = places.location(backend, f"adds-{layout.replace(' ', '-')}")
+                with places.open(location, embedder) as memory:
+                    rates = timed_load(memory, texts[: args.size], users, batch=args.batch)
+                places.drop(backend, location)
+                results["runs"].append({"backend": backend, "layout": layout, **rates})
+                print(f"{layout}, {backend}: {rates}", flush=True)
+        results["delete_scope_s"] = {
+            label: {
+                backend: erase_timing(
+                    places,
+                    backend,
+                    texts,
+                    embedder,
+                    {**postgres, **options},
+                    rows=args.erase_rows,
+                    one_user=one,
+                )
+                for backend in BACKENDS
+            }
+            for label, options, one in (
+                ("a user of three, default", {}, False),
+                ("a user of three, every partition indexed", {"exact_max_rows": args.erase_rows // 2}, False),
+                ("a run of one user, default", {}, True),
+                ("a run of one user, the partition indexed", {"exact_max_rows": args.erase_rows // 2}, True),
+            )
+        }
+    by = {(run["layout"], run["backend"]): run for run in results["runs"]}
+    rows = [
+        [
+            layout,
+            *(round(by[(layout, b)][key]) for key in ("add_per_s", "add_per_s_last_tenth") for b in BACKENDS),
+            f"{by[(layout, 'postgres')]['add_per_s'] / by[(layout, 'sqlite')]['add_per_s']:.2f}",
+        ]
+        for layout in dict.fromkeys(run["layout"] for run in results["runs"])
+    ]
+    report = [
+        f"Adds of {args.size} memories, precomputed vectors ({model.name}), batches of {args.batch}",
+        "",
+        table(
+            [
+                "layout",
+                "sqlite add/s",
+                "postgres add/s",
+                "sqlite add/s last tenth",
+                "postgres add/s last tenth",
+                "postgres / sqlite",
+            ],
+            rows,
+        ),  # fmt: skip
+        "",
+        f"delete_scope of {args.erase_rows} rows in a {3 * args.erase_rows}-row store, seconds",
+        "",
+        table(
+            ["erased, postgres vector partitions", *BACKENDS],
+            [[label, *(round(s[b], 3) for b in BACKENDS)] for label, s in results["delete_scope_s"].items()],
+        ),
+    ]
+    results["report"] = "\n".join(report)
+    print("\n" + results["report"])
+    write_json(args.out, results)
+    return results
+
+
+if __name__ == "__main__":
+    main()

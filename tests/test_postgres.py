@@ -15,6 +15,7 @@ from dspy_memory.embed import HashEmbedder
 from dspy_memory.errors import MemoryFileError
 from dspy_memory.store import Store
 from dspy_memory.store.postgres.dialect import prepared, translate
+from dspy_memory.store.postgres.vectors import index_name
 from dspy_memory.store.sqlite.migrations import MIGRATIONS
 
 from .pg import Raw, fresh_schema
@@ -260,7 +261,8 @@ def test_an_erased_vector_leaves_the_hnsw_index_file(pg_url):
     from the test server's data folder). compact() forces index cleanup because plain VACUUM
     skips it when few rows died (seen at 100k memories; this small table does not reach that).
     One-hot vectors: unit length already, so the index (which normalizes for cosine) stores
-    exactly these bytes; the secret's is the only one with its 1.0 in the last place."""
+    exactly these bytes; the secret's is the only one with its 1.0 in the last place. Ada's
+    partition (3 rows) outgrows exact_max_rows, so it has its HNSW index."""
     from dspy_memory import CallableEmbedder
 
     def one_hot(texts):
@@ -269,15 +271,20 @@ def test_an_erased_vector_leaves_the_hnsw_index_file(pg_url):
             for text in texts
         ]
 
-    with Memory(pg_url, embedder=CallableEmbedder(one_hot, name="one-hot-v1")) as memory:
+    embedder = CallableEmbedder(one_hot, name="one-hot-v1")
+    with Memory(pg_url, embedder=embedder, postgres={"exact_max_rows": 2}) as memory:
         memory.add([f"background note {'x' * (i % 90)} {i}" for i in range(200)], user_id="bob", infer=False)
+        memory.add(["Ada likes tea.", "Ada reads maps."], user_id="ada", infer=False)
         [record] = memory.add("Ada's secret is zanzibarquartz.", user_id="ada", infer=False).memories
         vector = np.array(one_hot(["secret"])[0], dtype=np.float32).tobytes()
         with Raw(pg_url) as raw:
             folder = raw.execute("SHOW data_directory").fetchone()[0]
             if not pathlib.Path(folder).is_dir():
                 pytest.skip("the server's files are not on this machine")
-            relative = raw.execute("SELECT pg_relation_filepath('memory_vectors_hnsw')").fetchone()[0]
+            ada_hash = raw.execute("SELECT hashtext(?)", ("ada",)).fetchone()[0]
+            relative = raw.execute(
+                "SELECT pg_relation_filepath(to_regclass(?))", (index_name(ada_hash),)
+            ).fetchone()[0]
             raw.execute("CHECKPOINT")
             index_file = pathlib.Path(folder) / relative
             assert vector in index_file.read_bytes(), "the scan must see the vector before the erasure"

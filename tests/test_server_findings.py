@@ -277,3 +277,19 @@ def test_the_schema_offers_exactly_the_librarys_recipes():
     from dspy_memory.types import RECIPE_NAMES
 
     assert tuple(RECIPES) == RECIPE_NAMES
+
+
+def test_a_write_to_a_read_only_service_is_a_403_read_only_not_a_500(tmp_path):
+    path = tmp_path / "m.db"
+    Memory(path, embedder="test").close()  # the file and its schema exist
+    with (
+        Memory(path, embedder="test", read_only=True) as memory,
+        running(create_app(memory=memory, rate_per_second=0, insecure=True)) as url,
+    ):
+        response = httpx.post(f"{url}/v1/memories", json={"messages": "hi", "user_id": "ada"}, timeout=30)
+        assert response.status_code == 403, response.text
+        assert error_of(response)["code"] == "read_only"
+        assert (
+            httpx.post(f"{url}/v1/search", json={"query": "hi", "user_id": "ada"}, timeout=30).status_code
+            == 200
+        )

@@ -28,6 +28,7 @@ from dspy_memory.errors import (
     LMUnavailableError,
     MemoryClosedError,
     MemoryNotFoundError,
+    ReadOnlyError,
     RerankerUnavailableError,
     ScopeError,
     StorageError,
@@ -51,6 +52,7 @@ class ServiceError(Exception):
 
 _STATUS = (
     (MemoryNotFoundError, 404),
+    (ReadOnlyError, 403),  # a service over a read replica (DSPY_MEMORY_READ_ONLY) searches only
     (ScopeError, 422),
     (BlockError, 409),  # the block's state refuses it: read-only, or the text is over its limit
     (InvalidInputError, 422),

@@ -31,9 +31,11 @@ class Connections(Protocol):
     - `snapshot()`: a read transaction, every statement sees one committed state;
     - `transaction()`: a write transaction; writers are serialized (one at a time, across
       processes), so a compare-and-set inside it is exact; nested calls join the outer one;
-    - `transaction_if_free()`: the same, or None at once when another writer holds the lock."""
+    - `transaction_if_free()`: the same, or None at once when another writer holds the lock.
+    Opened read-only (`read_only`), both transactions raise ReadOnlyError."""
 
     path: str
+    read_only: bool
 
     def read(self) -> AbstractContextManager[Any]: ...
     def snapshot(self) -> AbstractContextManager[Any]: ...
@@ -139,7 +141,10 @@ class Backend(Protocol):
     @property
     def json(self) -> JsonPaths: ...
 
-    def migrate(self) -> list[int]: ...
+    def migrate(self) -> list[int]:
+        """Create or upgrade the schema; opened read-only, only check that it is this version's."""
+        ...
+
     def vector_index(self, *, cache_min_rows: int, cache_max_rows: int) -> VectorIndex: ...
     def keyword_index(self, *, score_budget: int, context_weight: float) -> KeywordIndex: ...
     def compact(self) -> int:
@@ -176,6 +181,7 @@ def open_backend(location: str | os.PathLike[str], **options: Any) -> Backend:
             pool_size=options.get("pool_size", 10),
             partitions=options.get("partitions", 1),
             exact_max_rows=options.get("exact_max_rows", 20_000),
+            read_only=options.get("read_only", False),
         )
     from dspy_memory.store.sqlite.backend import SqliteBackend
 
@@ -185,4 +191,5 @@ def open_backend(location: str | os.PathLike[str], **options: Any) -> Backend:
         busy_timeout_ms=options.get("busy_timeout_ms", 10_000),
         driver=options.get("driver"),
         encryption_key=encryption_key,
+        read_only=options.get("read_only", False),
     )

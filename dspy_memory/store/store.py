@@ -87,10 +87,12 @@ class Store(LifecycleRows, WriteConflicts, AccessStatistics, Inspection):
         turn_context_before: int = 2,
         turn_context_after: int = 1,
         turn_context_gap_minutes: float = 60.0,
+        read_only: bool = False,
     ) -> None:
         """`path`: a SQLite file (or ":memory:") or a postgresql:// URL. `encryption_key`: a
         passphrase that encrypts a SQLite file (None: $DSPY_MEMORY_ENCRYPTION_KEY, if set; False:
-        a plaintext file, whatever the environment says)."""
+        a plaintext file, whatever the environment says). `read_only`: open an existing store
+        without creating, migrating or writing anything (writes raise ReadOnlyError)."""
         self.backend = open_backend(
             path,
             busy_timeout_ms=busy_timeout_ms,
@@ -99,8 +101,10 @@ class Store(LifecycleRows, WriteConflicts, AccessStatistics, Inspection):
             pool_size=pool_size,
             partitions=partitions,
             exact_max_rows=exact_max_rows,
+            read_only=read_only,
         )
         self.path = self.backend.path
+        self.read_only = read_only
         self._conns = self.backend.conns
         self.vectors = self.backend.vector_index(
             cache_min_rows=vector_cache_min_rows, cache_max_rows=vector_cache_max_rows
@@ -180,8 +184,11 @@ class Store(LifecycleRows, WriteConflicts, AccessStatistics, Inspection):
         """Record the embedder in the file on first use; refuse a different one later."""
         if dim <= 0 or dim % 8:
             raise ValueError(f"embedding dimension must be a positive multiple of 8, got {dim}")
-        with self.transaction() as conn:
+        with self._conns.read() if self.read_only else self.transaction() as conn:
             bound_name, bound_dim = self._meta(conn, "embedder_name"), self._meta(conn, "embedder_dim")
+            if bound_name is None and self.read_only:
+                self.vectors.dim = dim  # no vector was ever stored: searches find none
+                return
             if bound_name is None:
                 conn.execute("INSERT INTO meta (key, value) VALUES ('embedder_name', ?)", (name,))
                 conn.execute("INSERT INTO meta (key, value) VALUES ('embedder_dim', ?)", (str(dim),))

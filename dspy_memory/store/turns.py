@@ -5,6 +5,7 @@ transaction."""
 from __future__ import annotations
 
 import json
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -232,16 +233,21 @@ class TurnContext:
                 *self._side(conn, last, scope, after, earlier=False),
             ]
             places = {row["id"]: index for index, row in enumerate(sequence)}
+            # Positions of the episodes with text, found once: scanning the sequence from each
+            # anchor made a batch of n messages cost n^2 row reads (13 of 26 s for 5,000 adds
+            # of 1,000 on PostgreSQL).
+            texted = [index for index, row in enumerate(sequence) if row["content"]]
             for anchor in group:
                 at = from_db(anchor["occurred_at"])
                 assert at is not None
                 low, high = _shifted(at, -self.gap), _shifted(at, self.gap)
                 index = places[anchor["episode_id"]]
-                earlier = [row for row in reversed(sequence[:index]) if row["content"]]
-                later = [row for row in sequence[index + 1 :] if row["content"]]
+                start, end = bisect_left(texted, index), bisect_right(texted, index)
+                earlier = [sequence[i] for i in texted[max(0, start - before) : start]]  # oldest first
+                later = [sequence[i] for i in texted[end : end + after]]
                 windows[anchor["episode_id"]] = [
-                    *reversed([row for row in earlier[:before] if row["occurred_at"] >= low]),
-                    *[row for row in later[:after] if row["occurred_at"] <= high],
+                    *[row for row in earlier if row["occurred_at"] >= low],
+                    *[row for row in later if row["occurred_at"] <= high],
                 ]
         return windows
 

@@ -10,11 +10,12 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from dspy_memory.errors import ExtensionLoadError, MemoryFileError
+from dspy_memory.errors import ExtensionLoadError, MemoryFileError, SchemaError
 from dspy_memory.store.postgres.connection import Connections
 from dspy_memory.store.postgres.keywords import KeywordIndex
-from dspy_memory.store.postgres.schema import lock_key, migrate
+from dspy_memory.store.postgres.schema import lock_key, migrate, schema_version
 from dspy_memory.store.postgres.vectors import VectorIndex
+from dspy_memory.store.sqlite.migrations import check_version
 
 if TYPE_CHECKING:
     import psycopg
@@ -68,8 +69,7 @@ def probe(url: str) -> dict[str, Any]:
         available = raw.execute(
             "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"
         ).fetchone()
-        has_schema = _value(raw, "SELECT to_regclass('schema_migrations') IS NOT NULL")
-        version = _value(raw, "SELECT max(version) FROM schema_migrations") if has_schema else None
+        version = schema_version(raw) or None
     return {
         "server": server,
         "pgvector": installed[0] if installed else None,
@@ -90,7 +90,9 @@ class PostgresBackend:
         pool_size: int,
         partitions: int = 1,
         exact_max_rows: int = 20_000,
+        read_only: bool = False,
     ) -> None:
+        """`read_only`: open an existing store without DDL or writes, e.g. on a standby."""
         try:
             import pgvector  # noqa: F401
             import psycopg
@@ -103,6 +105,8 @@ class PostgresBackend:
         self.driver_name = f"psycopg {psycopg.__version__}"
         self.partitions = partitions
         self.exact_max_rows = exact_max_rows
+        self.vectors = VectorIndex(exact_max_rows=exact_max_rows)
+        self.read_only = read_only
         try:
             with psycopg.connect(url, autocommit=True) as raw:
                 # Before the pool opens: its connections register pgvector's type.
@@ -111,7 +115,12 @@ class PostgresBackend:
         except psycopg.OperationalError as exc:
             raise MemoryFileError(f"cannot connect to {self.path}: {str(exc).strip()}") from None
         self.conns = Connections(
-            url, path=self.path, busy_timeout_ms=busy_timeout_ms, pool_size=pool_size, lock_key=key
+            url,
+            path=self.path,
+            busy_timeout_ms=busy_timeout_ms,
+            pool_size=pool_size,
+            lock_key=key,
+            read_only=read_only,
         )
 
     def _ensure_vector(self, raw: Any) -> None:
@@ -119,6 +128,11 @@ class PostgresBackend:
 
         if raw.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
             return
+        if self.read_only:
+            raise SchemaError(
+                f"{self.path} has no pgvector extension, so no dspy-memory store: a read-only Memory "
+                "opens an existing one; open it once without read_only (on the primary server) to create it"
+            )
         try:
             raw.execute("CREATE EXTENSION IF NOT EXISTS vector")
         except psycopg.Error as exc:
@@ -129,10 +143,15 @@ class PostgresBackend:
 
     def migrate(self) -> list[int]:
         with self.conns.read() as conn:
-            return migrate(conn.raw, partitions=self.partitions)
+            if self.read_only:
+                check_version(schema_version(conn.raw), where=self.path)
+                return []
+            applied = migrate(conn.raw, partitions=self.partitions)
+            self.vectors.ensure_indexes(conn.raw)
+            return applied
 
     def vector_index(self, *, cache_min_rows: int, cache_max_rows: int) -> VectorIndex:
-        return VectorIndex(exact_max_rows=self.exact_max_rows)
+        return self.vectors
 
     def keyword_index(self, *, score_budget: int, context_weight: float) -> KeywordIndex:
         return KeywordIndex(context_weight=context_weight, score_budget=score_budget)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from dspy_memory.errors import InvalidInputError, MemoryClosedError
+from dspy_memory.errors import InvalidInputError, MemoryClosedError, ReadOnlyError
 from dspy_memory.store.faults import postgres_storage_error as storage_error
 from dspy_memory.store.postgres.dialect import number, prepared, row_factory, translate
 
@@ -27,6 +27,12 @@ class Connection:
         self.raw = raw
         self.depth = 0  # write transactions open on it (nested calls join the outermost)
         self.snapshot = False
+        self._after_commit: list[Callable[[Any], None]] = []
+
+    def after_commit(self, action: Callable[[Any], None]) -> None:
+        """Run `action(raw connection)` once the write transaction commits, outside it (for
+        statements that cannot run in a transaction); dropped if it rolls back."""
+        self._after_commit.append(action)
 
     def execute(self, sql: str, params: Any = None) -> Any:
         with _nul_refused():
@@ -61,7 +67,7 @@ def _nul_refused() -> Iterator[None]:
         ) from None
 
 
-def _configure(raw: Any, *, lock_timeout_ms: int) -> None:
+def _configure(raw: Any, *, lock_timeout_ms: int, read_only: bool) -> None:
     from pgvector.psycopg import register_vector
     from psycopg.adapt import Loader
 
@@ -78,13 +84,26 @@ def _configure(raw: Any, *, lock_timeout_ms: int) -> None:
     # A writer waits this long for the write lock (SQLite: busy_timeout), then fails.
     # (0 would mean forever on PostgreSQL; SQLite's busy_timeout 0 means not at all.)
     raw.execute(f"SET lock_timeout = {max(1, int(lock_timeout_ms))}")
+    if read_only:
+        # Belt and braces: the server refuses any write a read path might still attempt.
+        raw.execute("SET default_transaction_read_only = on")
 
 
 class Connections:
-    def __init__(self, url: str, *, path: str, busy_timeout_ms: int, pool_size: int, lock_key: int) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        path: str,
+        busy_timeout_ms: int,
+        pool_size: int,
+        lock_key: int,
+        read_only: bool = False,
+    ) -> None:
         from psycopg_pool import ConnectionPool
 
         self.path = path
+        self.read_only = read_only
         self._lock_key = lock_key
         self._lock_timeout_ms = max(1, int(busy_timeout_ms))
         self._local = threading.local()
@@ -94,7 +113,7 @@ class Connections:
             min_size=1,
             max_size=pool_size,
             kwargs={"autocommit": True},
-            configure=lambda raw: _configure(raw, lock_timeout_ms=busy_timeout_ms),
+            configure=lambda raw: _configure(raw, lock_timeout_ms=busy_timeout_ms, read_only=read_only),
             timeout=max(30.0, busy_timeout_ms / 1000),
             open=True,
         )
@@ -171,6 +190,8 @@ class Connections:
     def _begin_locked(self, conn: Connection, *, wait: bool) -> bool:
         """BEGIN and take the write lock, waiting for it (up to lock_timeout) or not; False,
         with nothing left open, when another writer holds it."""
+        if self.read_only:
+            raise ReadOnlyError.for_path(self.path)
         conn.raw.execute("BEGIN")
         try:
             # Also per transaction: behind PgBouncer in transaction mode the session's SET may
@@ -207,6 +228,9 @@ class Connections:
             conn.raw.execute("COMMIT")
         finally:
             conn.depth = 0
+            actions, conn._after_commit = conn._after_commit, []
+        for action in actions:
+            action(conn.raw)
 
     def in_transaction(self) -> bool:
         current = getattr(self._local, "conn", None)

@@ -336,6 +336,13 @@ def lock_key(conn: Any) -> int:
     return int(conn.execute("SELECT hashtext('dspy_memory:' || current_schema())").fetchone()[0])
 
 
+def schema_version(conn: Any) -> int:
+    """The store's schema version, 0 when there is none; reads only (a standby can answer)."""
+    if not conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()[0]:
+        return 0
+    return int(conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0])
+
+
 def migrate(conn: Any, *, partitions: int) -> list[int]:
     """Create or upgrade the schema; returns the versions applied. `conn` is a raw psycopg
     connection in autocommit mode."""

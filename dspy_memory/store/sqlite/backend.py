@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
-from dspy_memory.errors import StorageError, StorageFullError
+from dspy_memory.errors import MemoryFileError, StorageError, StorageFullError
 from dspy_memory.store.sqlite import copy as sqlite_copy
 from dspy_memory.store.sqlite.cipher import looks_encrypted, missing_key_error, raw_key
-from dspy_memory.store.sqlite.connection import (
-    CIPHER_DRIVER_MODULES,
-    Connections,
-    checked_file_path,
-    file_error,
-    resolve_driver,
-)
+from dspy_memory.store.sqlite.connection import CIPHER_DRIVER_MODULES, Connections, resolve_driver
+from dspy_memory.store.sqlite.files import checked_file_path, file_error
 from dspy_memory.store.sqlite.freespace import zero_free_space
 from dspy_memory.store.sqlite.keywords import KeywordIndex
-from dspy_memory.store.sqlite.migrations import migrate
+from dspy_memory.store.sqlite.migrations import check_version, current_version, migrate
 from dspy_memory.store.sqlite.vectors import VectorIndex
 
 logger = logging.getLogger("dspy_memory")
@@ -51,12 +47,24 @@ class SqliteBackend:
     json = SqliteJson()
 
     def __init__(
-        self, path: str, *, busy_timeout_ms: int, driver: str | None = None, encryption_key: str | None = None
+        self,
+        path: str,
+        *,
+        busy_timeout_ms: int,
+        driver: str | None = None,
+        encryption_key: str | None = None,
+        read_only: bool = False,
     ) -> None:
-        """`encryption_key`: a passphrase (SQLCipher; None: the file is plaintext)."""
+        """`encryption_key`: a passphrase (SQLCipher; None: the file is plaintext). `read_only`:
+        open an existing file without changing it (SQLite's mode=ro)."""
         if path != ":memory:" and not path.startswith("file:"):
             path = checked_file_path(path)
+        if read_only and (path == ":memory:" or path.startswith("file:") or not Path(path).is_file()):
+            raise MemoryFileError(
+                f"no memory file at {path!r}: a read-only Memory opens an existing file (give its path)"
+            )
         self.path = path
+        self.read_only = read_only
         self.encrypted = encryption_key is not None
         if not self.encrypted and looks_encrypted(path):
             raise missing_key_error(path)
@@ -64,7 +72,9 @@ class SqliteBackend:
         # is chosen.
         key = raw_key(encryption_key) if self.encrypted else None
         self.driver = resolve_driver(driver, encrypted=self.encrypted)
-        self.conns = Connections(path, self.driver, busy_timeout_ms=busy_timeout_ms, key=key)
+        self.conns = Connections(
+            path, self.driver, busy_timeout_ms=busy_timeout_ms, key=key, read_only=read_only
+        )
 
     @property
     def driver_name(self) -> str:
@@ -72,6 +82,9 @@ class SqliteBackend:
 
     def migrate(self) -> list[int]:
         with self.conns.read() as conn:
+            if self.read_only:
+                check_version(current_version(conn), where=repr(self.path))
+                return []
             return migrate(conn)
 
     def vector_index(self, *, cache_min_rows: int, cache_max_rows: int) -> VectorIndex:

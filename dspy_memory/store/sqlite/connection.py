@@ -12,15 +12,14 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from types import ModuleType
 from typing import Any
+from urllib.parse import quote
 
 from dspy_memory.errors import (
     ExtensionLoadError,
     MemoryClosedError,
-    MemoryFileError,
-    MemoryFolderMissingError,
+    ReadOnlyError,
 )
 from dspy_memory.store.faults import sqlite_storage_error as storage_error
 from dspy_memory.store.sqlite.cipher import apply_key, cipher_version, no_cipher_error
@@ -166,28 +165,32 @@ def cipher_driver() -> tuple[ModuleType | None, str]:
 PAGE_SIZE = 8192
 
 
-def open_connection(path: str, driver: ModuleType, *, busy_timeout_ms: int, key: str | None = None) -> Any:
-    """A configured connection; `key` (a raw key, cipher.raw_key) keys it first."""
+def open_connection(
+    path: str, driver: ModuleType, *, busy_timeout_ms: int, key: str | None = None, read_only: bool = False
+) -> Any:
+    """A configured connection; `key` (a raw key, cipher.raw_key) keys it first. `read_only`:
+    opened with mode=ro, so SQLite itself refuses every write."""
+    target = f"file:{quote(os.path.abspath(path))}?mode=ro" if read_only else path
     conn = driver.connect(
-        path,
+        target,
         timeout=busy_timeout_ms / 1000,
         isolation_level=None,  # autocommit: transactions are explicit (see Connections)
         check_same_thread=False,
-        uri=path.startswith("file:"),
+        uri=target.startswith("file:"),
     )
     # Rows read by column name (row["content"]); they index and unpack like tuples too.
     conn.row_factory = driver.Row
     if key is not None:
         apply_key(conn, key, path)
     load_sqlite_vec(conn)
-    if key is None:
+    if key is None and not read_only:
         # 8 kB pages for a new file (an existing file keeps its page size): a memory's float32
         # vector row (~1.6 kB) packs 5 to a page instead of 2 to a 4 kB page, which left a
         # fifth of the file empty (docs/benchmarks.md, "Disk per memory"). SQLCipher's page
         # size is its own setting, left at its default.
         conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    if path != ":memory:":
+    if path != ":memory:" and not read_only:
         conn.execute("PRAGMA journal_mode = WAL")
     # NORMAL is durable in WAL mode except for the last commits on power loss; it avoids an
     # fsync per transaction.
@@ -208,12 +211,19 @@ class Connections:
     BEGIN IMMEDIATE plus the busy timeout."""
 
     def __init__(
-        self, path: str, driver: ModuleType, *, busy_timeout_ms: int, key: str | None = None
+        self,
+        path: str,
+        driver: ModuleType,
+        *,
+        busy_timeout_ms: int,
+        key: str | None = None,
+        read_only: bool = False,
     ) -> None:
         self.path = path
+        self.read_only = read_only
         self.driver = driver
         self._busy_timeout_ms = busy_timeout_ms
-        self._key = key
+        self._opening: dict[str, Any] = dict(busy_timeout_ms=busy_timeout_ms, key=key, read_only=read_only)
         self._local = threading.local()
         self._write_lock = threading.RLock()
         self._all: list[Any] = []
@@ -221,7 +231,7 @@ class Connections:
         self._closed = False
         self._shared = None
         if path == ":memory:":
-            self._shared = open_connection(path, driver, busy_timeout_ms=busy_timeout_ms, key=key)
+            self._shared = open_connection(path, driver, **self._opening)
             self._all.append(self._shared)
 
     def _conn(self) -> Any:
@@ -230,9 +240,7 @@ class Connections:
             return self._shared
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = open_connection(
-                self.path, self.driver, busy_timeout_ms=self._busy_timeout_ms, key=self._key
-            )
+            conn = open_connection(self.path, self.driver, **self._opening)
             self._local.conn = conn
             with self._all_lock:
                 self._all.append(conn)
@@ -276,6 +284,8 @@ class Connections:
     @contextmanager
     def transaction(self) -> Iterator[Any]:
         """A write transaction. Nested calls on the same thread join the outer transaction."""
+        if self.read_only:
+            raise ReadOnlyError.for_path(repr(self.path))
         with self._write_lock, self.faults():
             conn = self._conn()
             if getattr(self._local, "depth", 0):
@@ -288,6 +298,8 @@ class Connections:
     def transaction_if_free(self) -> Iterator[Any | None]:
         """A write transaction if the file can be locked at once, else None: for bookkeeping
         that may wait for a later write but must never make a read wait or fail."""
+        if self.read_only:
+            raise ReadOnlyError.for_path(repr(self.path))
         if not self._write_lock.acquire(blocking=False):
             yield None
             return
@@ -360,35 +372,3 @@ class Connections:
                 conn.close()
             except Exception:  # pragma: no cover - closing a connection of a dead thread
                 pass
-
-
-def checked_file_path(path: str) -> str:
-    """`path` with ~ expanded, once it can name a memory file (else a MemoryFileError that says
-    why): not a folder, in a folder that exists."""
-    expanded = Path(path).expanduser()
-    if expanded.is_dir():
-        raise MemoryFileError(
-            f"{path!r} is a folder; give a file name in it, e.g. {str(expanded / 'memory.db')!r}"
-        )
-    parent = expanded.resolve().parent
-    if not parent.is_dir():
-        raise MemoryFolderMissingError(
-            f"cannot create the memory file {path!r}: folder {str(parent)!r} does not exist"
-        )
-    return str(expanded)
-
-
-def file_error(path: str, exc: Exception) -> MemoryFileError:
-    """What a driver error on opening means for the user."""
-    text = str(exc)
-    if "not a database" in text:
-        return MemoryFileError(
-            f"{path!r} is not a SQLite memory file (or it is encrypted or damaged): {text}. "
-            "Give a new file name; the file was not changed."
-        )
-    if "readonly" in text or "unable to open" in text:
-        return MemoryFileError(
-            f"cannot open {path!r} for writing: {text}. Check that you can write to the file and "
-            "its folder (SQLite also writes the -wal and -shm files next to it)."
-        )
-    return MemoryFileError(f"cannot open the memory file {path!r}: {text}")

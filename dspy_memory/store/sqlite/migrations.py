@@ -300,6 +300,27 @@ def current_version(conn: Any) -> int:
     return row[0] or 0
 
 
+def check_version(version: int, *, where: str) -> None:
+    """Refuse to open a store read-only (nothing may be created or migrated) unless its schema
+    is this version's; `version` 0: no schema at all."""
+    latest = MIGRATIONS[-1].version
+    advice = "open it once without read_only (on the primary server) to"
+    if version == 0:
+        raise SchemaError(
+            f"{where} has no dspy-memory store yet: a read-only Memory opens an existing one; {advice} create it"
+        )
+    if version < latest:
+        raise SchemaError(
+            f"{where} has schema version {version}, older than this dspy-memory's ({latest}); a read-only "
+            f"Memory does not migrate: {advice} upgrade it"
+        )
+    if version > latest:
+        raise SchemaError(
+            f"{where} has schema version {version}, newer than this dspy-memory understands ({latest}); "
+            "upgrade with: pip install -U dspy-memory"
+        )
+
+
 def migrate(conn: Any, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[int]:
     """Apply pending migrations; return the versions applied. `conn` is in autocommit mode."""
     conn.execute("BEGIN IMMEDIATE")
