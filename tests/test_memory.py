@@ -285,7 +285,7 @@ def test_fusion_modes_score_in_unit_range(db_path, fusion):
 
 
 def test_standard_scores_place_each_score_in_its_own_lists_distribution():
-    from dspy_memory.read.retrieval import standard_scores
+    from dspy_memory.read.scores import standard_scores
 
     assert standard_scores([]) == [] and standard_scores([3.0, 3.0]) == [0.5, 0.5]
     # The scale drops out: BM25-sized and cosine-sized lists of the same shape score alike.

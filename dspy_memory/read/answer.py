@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from dspy_memory.read.context import ContextBuilder
-from dspy_memory.read.retrieval import Retriever, reciprocal_rank
+from dspy_memory.read.retrieval import Retriever
+from dspy_memory.read.scores import reciprocal_rank
 from dspy_memory.types import Answer, Hit, LMUsage, Scope
 from dspy_memory.util.lm import run_program
 from dspy_memory.util.text import day

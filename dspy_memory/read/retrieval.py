@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import builtins
 import logging
-import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from dspy_memory.errors import InvalidInputError
 from dspy_memory.lifecycle.curve import Forgetting, days_since, julian_day
 from dspy_memory.read.recalls import RecallCounter
 from dspy_memory.read.rerank import Reranker, make_reranker, rerank
+from dspy_memory.read.scores import recency, reciprocal_rank, standard_scores
 from dspy_memory.read.temporal import asks_when, is_dated, time_window
 from dspy_memory.store import Candidate, Store, TimeView
 from dspy_memory.store.keyword import query_terms
@@ -67,29 +67,6 @@ def resolve_recipe(recipe: str | Recipe) -> Recipe:
         return RECIPES[recipe]
     except (KeyError, TypeError):
         raise InvalidInputError(f"unknown recipe {shown(recipe)}; choose from {sorted(RECIPES)}") from None
-
-
-def reciprocal_rank(rank: int, rrf_k: float) -> float:
-    """A hit's share in reciprocal rank fusion, scaled so that a first place scores 1."""
-    return (rrf_k + 1) / (rrf_k + rank)
-
-
-def standard_scores(scores: Sequence[float]) -> list[float]:
-    """Each score's place in its list, in [0, 1]: its z-score (how many standard deviations above
-    the list's mean) mapped through the normal CDF. Unlike a min-max, one outlying top score
-    does not squash the rest, and the scale of the source's scores (cosine, BM25) drops out."""
-    if not scores:
-        return []
-    mean = sum(scores) / len(scores)
-    spread = math.sqrt(sum((score - mean) ** 2 for score in scores) / len(scores))
-    if spread == 0:
-        return [0.5] * len(scores)
-    return [0.5 * (1.0 + math.erf((score - mean) / (spread * math.sqrt(2.0)))) for score in scores]
-
-
-def recency(age_days: float, half_life_days: float) -> float:
-    """1.0 for a memory from the reference time (or later), halving every `half_life_days`."""
-    return 1.0 if age_days <= 0 else math.pow(0.5, age_days / half_life_days)
 
 
 class Retriever:
