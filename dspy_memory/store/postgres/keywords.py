@@ -7,13 +7,16 @@ read as query syntax (websearch_to_tsquery also never fails on odd input). As on
 best rows are ranked inside the index first and the filters apply to those, widening when they
 reject too many.
 
-Ranking is FTS5's bm25() (store/sqlite/keywords.py), with the statistics of the searched
-partition (the user's rows; user-less rows share one): a term's frequency in a row is the
-number of its positions, those in the context counting `context_weight`; its document frequency
-is the number of the partition's rows holding it; a row's length is its number of distinct
-lexemes, against the partition's average. So no other user's rows weigh on a ranking (FTS5's
-statistics are the whole file's). The document frequencies come from the rows the query matches,
-which the planner below keeps within the budget; when every term is required they are counted.
+Ranking is FTS5's bm25() (store/sqlite/keywords.py: k1 1.2, b 0.75, the same IDF), with the
+statistics of the searched partition (the user's rows; user-less rows share one), so no other
+user's rows weigh on a ranking (FTS5's statistics are the whole file's). A term's frequency in
+a row is the number of its positions, those in the context counting `context_weight`; a row's
+length is its number of distinct lexemes, against the partition's average. A term's document
+frequency counts the rows whose own text holds it: a context repeats its neighbours' words, so
+counting it too would make every word about four times as common (turn_context_before + after
++ 1) and, in a scope of a few hundred turns, push ordinary words past half the rows, where the
+IDF is nil. The counts come from the rows the query matches (the planner below keeps them
+within the budget); when every term is required they are counted in the partition.
 
 Ranking costs every matching row a recheck and a rank (~1.5-2 us each here with ts_rank): an OR
 of three common terms over 100k memories matched 41k rows and took 30-55 ms. So, as the SQLite
@@ -48,40 +51,47 @@ def tsquery_text(terms: list[str], *, require_all: bool = False) -> str:
 
 def _ranking_sql(source: str, where: str, statistics: str) -> str:
     """BM25 of the rows of `source` matching the query, best first. Parameters, in order: the
-    terms and their document frequencies (NULL: counted among the matched rows), the source's,
-    the query, the where clause's, the statistics', the limit."""
+    terms and their document frequencies (NULL: counted among the matched rows, by their own
+    text), the source's,
+    the query, the where clause's, the context weight, the statistics', the limit."""
+    # Each matched row's vector is cut to the query's lexemes before it is unnested (ts_delete
+    # twice): unnesting whole vectors cost ~20 us a row, the cut ones ~5. MATERIALIZED keeps
+    # each step computed once (inlined, the per-term counts ran once per row and term).
     return f"""
-    WITH query AS (
-        SELECT q.i, q.hits, websearch_to_tsquery('{CONFIG}', '"' || q.term || '"') AS tq,
-               tsvector_to_array(to_tsvector('{CONFIG}', q.term)) AS lexemes
+    WITH query AS MATERIALIZED (
+        SELECT q.i, q.hits, tsvector_to_array(to_tsvector('{CONFIG}', q.term)) AS lexemes
         FROM unnest(?::text[], ?::bigint[]) WITH ORDINALITY AS q(term, hits, i)
+    ), lexemes AS MATERIALIZED (
+        SELECT DISTINCT query.i, l.lexeme FROM query CROSS JOIN unnest(query.lexemes) AS l(lexeme)
     ), matched AS MATERIALIZED (
-        SELECT t.row_id, t.terms FROM {source}, websearch_to_tsquery('{CONFIG}', ?) AS mq
+        SELECT t.row_id, length(t.terms) AS length, ts_delete(t.terms, tsvector_to_array(
+            ts_delete(t.terms, (SELECT array_agg(lexeme) FROM lexemes)))) AS kept
+        FROM {source}, websearch_to_tsquery('{CONFIG}', ?) AS mq
         WHERE t.terms @@ mq{where}
-    ), statistics AS ({statistics}
-    ), weighted AS (
-        SELECT query.i, query.lexemes, greatest(ln(
-            (statistics.rows - counted.hits + 0.5) / (counted.hits + 0.5)), 1e-6) AS idf
-        FROM query CROSS JOIN statistics CROSS JOIN LATERAL (
-            SELECT coalesce(query.hits, (SELECT count(*) FROM matched WHERE matched.terms @@ query.tq))
-                AS hits) AS counted
-    ), frequencies AS (
-        SELECT matched.row_id, weighted.i, weighted.idf, min(
+    ), frequencies AS MATERIALIZED (
+        SELECT matched.row_id, matched.length, query.i, min(
             coalesce(cardinality(array_positions(u.weights, 'A')), 0)
             + ?::float8 * coalesce(cardinality(array_positions(u.weights, 'B')), 0)
-        ) AS f, count(*) AS found, cardinality(weighted.lexemes) AS wanted
-        FROM matched CROSS JOIN LATERAL unnest(matched.terms) AS u
-        JOIN weighted ON u.lexeme = ANY(weighted.lexemes)
-        GROUP BY matched.row_id, weighted.i, weighted.idf, weighted.lexemes
+        ) AS f, min(coalesce(cardinality(array_positions(u.weights, 'A')), 0)) AS own
+        FROM matched CROSS JOIN LATERAL unnest(matched.kept) AS u
+        JOIN lexemes ON lexemes.lexeme = u.lexeme JOIN query ON query.i = lexemes.i
+        GROUP BY matched.row_id, matched.length, query.i, query.lexemes
+        HAVING count(*) = cardinality(query.lexemes)
+    ), statistics AS MATERIALIZED ({statistics}
+    ), weighted AS MATERIALIZED (
+        SELECT query.i, greatest(ln((statistics.rows - h.hits + 0.5) / (h.hits + 0.5)), 1e-6) AS idf
+        FROM query CROSS JOIN statistics CROSS JOIN LATERAL (
+            SELECT coalesce(query.hits, (
+                SELECT count(*) FROM frequencies WHERE frequencies.i = query.i AND frequencies.own > 0
+            )) AS hits OFFSET 0) AS h
     )
-    SELECT matched.row_id, sum(
-        frequencies.idf * frequencies.f * {K1 + 1} / (frequencies.f + {K1} * (
-            {1 - B} + {B} * length(matched.terms) / statistics.average_length))
+    SELECT frequencies.row_id, sum(
+        weighted.idf * frequencies.f * {K1 + 1} / (frequencies.f + {K1} * (
+            {1 - B} + {B} * frequencies.length / statistics.average_length))
     ) AS rank
-    FROM matched JOIN frequencies ON frequencies.row_id = matched.row_id CROSS JOIN statistics
-    WHERE frequencies.found = frequencies.wanted
-    GROUP BY matched.row_id
-    ORDER BY rank DESC, matched.row_id LIMIT ?"""
+    FROM frequencies JOIN weighted ON weighted.i = frequencies.i CROSS JOIN statistics
+    GROUP BY frequencies.row_id
+    ORDER BY rank DESC, frequencies.row_id LIMIT ?"""
 
 
 class KeywordIndex:
@@ -90,8 +100,9 @@ class KeywordIndex:
     ) -> None:
         self.context_weight = context_weight
         self.score_budget = score_budget
-        # (partition or None, term) -> (matching rows counted up to the cap, scope rows then, cap)
-        self._frequencies_cache: OrderedDict[tuple[str | None, str], tuple[int, int, int]] = OrderedDict()
+        # (partition or None, term, own text only) -> (matching rows counted up to the cap,
+        # scope rows then, cap)
+        self._frequencies_cache: OrderedDict[tuple[str | None, str, bool], tuple[int, int, int]] = OrderedDict()
         # partition or None -> (average row length, scope rows then), for scopes over the budget
         self._lengths_cache: dict[str | None, tuple[float, int]] = {}
         self._cache_size = frequency_cache_size
@@ -132,15 +143,16 @@ class KeywordIndex:
             self._lengths_cache.clear()
 
     def frequencies(
-        self, conn: Any, terms: list[str], partition: str | None, *, cap: int, rows: int
+        self, conn: Any, terms: list[str], partition: str | None, *, cap: int, rows: int, own: bool = False
     ) -> list[int]:
-        """How many rows of `partition` (every partition: None) match each term, counted up to
-        `cap` + 1. Cached while the partition's size stays within 10% of `rows`, the size they
-        were read at: slightly stale counts barely move a term's weight."""
+        """How many rows of `partition` (every partition: None) match each term (`own`: in
+        their own text, not their context), counted up to `cap` + 1. Cached while the
+        partition's size stays within 10% of `rows`, the size they were read at: slightly stale
+        counts barely move a term's weight."""
         counts: dict[str, int] = {}
         with self._lock:
             for term in terms:
-                cached = self._frequencies_cache.get((partition, term))
+                cached = self._frequencies_cache.get((partition, term, own))
                 if (
                     cached is not None
                     and abs(cached[1] - rows) <= 0.1 * rows
@@ -150,19 +162,27 @@ class KeywordIndex:
         missing = list(dict.fromkeys(term for term in terms if term not in counts))
         if missing:
             where = "t.partition_key = ? AND " if partition is not None else ""
+            query = f"websearch_to_tsquery('{CONFIG}', ?)"
+            if own:
+                # The term's lexemes, each in the row's own text (weight A).
+                query = (
+                    "(SELECT string_agg(quote_literal(l) || ':A', ' & ')::tsquery "
+                    f"FROM unnest(tsvector_to_array(to_tsvector('{CONFIG}', ?))) AS l)"
+                )
             one = (
                 f"(SELECT count(*) FROM (SELECT 1 FROM memory_terms t WHERE {where}"
-                f"t.terms @@ websearch_to_tsquery('{CONFIG}', ?) LIMIT ?) AS matched)"
+                f"t.terms @@ {query} LIMIT ?) AS matched)"
             )
             params: list[Any] = []
             for term in missing:
-                params += [*([partition] if partition is not None else []), tsquery_text([term]), cap + 1]
+                text = term if own else tsquery_text([term])
+                params += [*([partition] if partition is not None else []), text, cap + 1]
             fetched = conn.execute("SELECT " + ", ".join(one for _ in missing), params).fetchone()
             with self._lock:
                 for term, count in zip(missing, fetched):
                     counts[term] = int(count)
-                    self._frequencies_cache[(partition, term)] = (int(count), rows, cap)
-                    self._frequencies_cache.move_to_end((partition, term))
+                    self._frequencies_cache[(partition, term, own)] = (int(count), rows, cap)
+                    self._frequencies_cache.move_to_end((partition, term, own))
                 while len(self._frequencies_cache) > self._cache_size:
                     self._frequencies_cache.popitem(last=False)
         return [counts[term] for term in terms]
@@ -220,7 +240,7 @@ class KeywordIndex:
         # is required (then the matched rows hold every term: count them in the scope).
         hits: list[int | None] = [None] * len(chosen)
         if require_all:
-            hits = list(self.frequencies(conn, chosen, partition, cap=rows, rows=rows))
+            hits = list(self.frequencies(conn, chosen, partition, cap=rows, rows=rows, own=True))
         scope_where, scope_params = ("WHERE partition_key = ?", [partition]) if partition is not None else ("", [])
         statistics = (
             "SELECT count(*)::float8 AS rows, greatest(avg(length(terms)), 1)::float8 AS average_length "
@@ -249,8 +269,8 @@ class KeywordIndex:
                     *source_params,
                     query,
                     *where_params,
-                    *statistics_params,
                     float(self.context_weight),
+                    *statistics_params,
                     fetch,
                 ],
             ).fetchall()
