@@ -45,10 +45,15 @@ def test_a_rare_term_outranks_a_common_one(pg_url):
 
 def test_a_repeated_term_outranks_a_single_one_of_the_same_length(pg_url):
     with open_memory(pg_url) as memory:
-        memory.add(["tulip bulbs planted in spring", "tulip tulip fields near town"], user_id="ada", infer=False)
+        memory.add(
+            ["tulip bulbs planted in spring", "tulip tulip fields near town"], user_id="ada", infer=False
+        )
         memory.add([f"filler row {i}" for i in range(10)], user_id="ada", infer=False)
         hits = ranking(memory, "tulip")
-    assert [content for content, _ in hits] == ["tulip tulip fields near town", "tulip bulbs planted in spring"]
+    assert [content for content, _ in hits] == [
+        "tulip tulip fields near town",
+        "tulip bulbs planted in spring",
+    ]
 
 
 def test_a_term_common_in_another_users_scope_does_not_change_this_users_ranking(pg_url):
@@ -108,7 +113,9 @@ CORPUS = [
 ]
 
 
-@pytest.mark.parametrize("query", ["quantum lecture", "physics exam", "rome travel budget", "computing history"])
+@pytest.mark.parametrize(
+    "query", ["quantum lecture", "physics exam", "rome travel budget", "computing history"]
+)
 def test_a_scopes_keyword_ranking_is_sqlites(pg_url, tmp_path, query):
     rankings = []
     for path in (str(tmp_path / "memory.db"), pg_url):

@@ -102,7 +102,9 @@ class KeywordIndex:
         self.score_budget = score_budget
         # (partition or None, term, own text only) -> (matching rows counted up to the cap,
         # scope rows then, cap)
-        self._frequencies_cache: OrderedDict[tuple[str | None, str, bool], tuple[int, int, int]] = OrderedDict()
+        self._frequencies_cache: OrderedDict[tuple[str | None, str, bool], tuple[int, int, int]] = (
+            OrderedDict()
+        )
         # partition or None -> (average row length, scope rows then), for scopes over the budget
         self._lengths_cache: dict[str | None, tuple[float, int]] = {}
         self._cache_size = frequency_cache_size
@@ -241,7 +243,9 @@ class KeywordIndex:
         hits: list[int | None] = [None] * len(chosen)
         if require_all:
             hits = list(self.frequencies(conn, chosen, partition, cap=rows, rows=rows, own=True))
-        scope_where, scope_params = ("WHERE partition_key = ?", [partition]) if partition is not None else ("", [])
+        scope_where, scope_params = (
+            ("WHERE partition_key = ?", [partition]) if partition is not None else ("", [])
+        )
         statistics = (
             "SELECT count(*)::float8 AS rows, greatest(avg(length(terms)), 1)::float8 AS average_length "
             f"FROM memory_terms {scope_where}"
