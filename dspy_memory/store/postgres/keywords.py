@@ -54,6 +54,8 @@ def _ranking_sql(source: str, where: str, statistics: str) -> str:
     terms and their document frequencies (NULL: counted among the matched rows, by their own
     text), the source's,
     the query, the where clause's, the context weight, the statistics', the limit."""
+    # A large scope's N is its vector count (vector_partitions): should a count of the index
+    # ever exceed it, the IDF is held at its floor rather than taking the log of a negative.
     # Each matched row's vector is cut to the query's lexemes before it is unnested (ts_delete
     # twice): unnesting whole vectors cost ~20 us a row, the cut ones ~5. MATERIALIZED keeps
     # each step computed once (inlined, the per-term counts ran once per row and term).
@@ -79,7 +81,8 @@ def _ranking_sql(source: str, where: str, statistics: str) -> str:
         HAVING count(*) = cardinality(query.lexemes)
     ), statistics AS MATERIALIZED ({statistics}
     ), weighted AS MATERIALIZED (
-        SELECT query.i, greatest(ln((statistics.rows - h.hits + 0.5) / (h.hits + 0.5)), 1e-6) AS idf
+        SELECT query.i, greatest(
+            ln((greatest(statistics.rows - h.hits, 0) + 0.5) / (h.hits + 0.5)), 1e-6) AS idf
         FROM query CROSS JOIN statistics CROSS JOIN LATERAL (
             SELECT coalesce(query.hits, (
                 SELECT count(*) FROM frequencies WHERE frequencies.i = query.i AND frequencies.own > 0
