@@ -88,6 +88,25 @@ def test_a_term_in_the_memorys_own_text_outranks_one_in_its_context(pg_url):
     assert without_context["Book it for two."] == 0
 
 
+def test_a_word_said_once_stays_rare_however_many_contexts_repeat_it(pg_url):
+    """ "Lisbon", said in one turn of six, is in four rows' text or context (its own and its
+    neighbours'): counted there it would pass half the rows and weigh nothing."""
+    conversation = [
+        {"role": "user", "content": "We should plan the spring trip."},
+        {"role": "assistant", "content": "Agreed, somewhere warm."},
+        {"role": "user", "content": "How about Lisbon then?"},
+        {"role": "assistant", "content": "Good food and mild weather."},
+        {"role": "user", "content": "Book flights tomorrow."},
+        {"role": "assistant", "content": "Will do."},
+    ]
+    with Memory(pg_url, embedder=HashEmbedder(32)) as memory:
+        memory.add(conversation, user_id="ada", infer=False)
+        hits = ranking(memory, "lisbon")
+    assert len(hits) == 4
+    assert hits[0][0] == "How about Lisbon then?"
+    assert hits[0][1] > 0.5
+
+
 def test_document_frequencies_are_counted_when_every_term_is_required(pg_url):
     """Over the budget with only common terms, every term is required; the rarer of them
     still weighs more, so a row repeating it ranks first."""
