@@ -1,4 +1,4 @@
-"""PostgreSQL keyword search: a tsvector per memory row (GIN), ranked with ts_rank.
+"""PostgreSQL keyword search: a tsvector per memory row (GIN), ranked by BM25 over the scope.
 
 A row's own text is weighted A, a raw turn's conversation context (store/turns.py) B, with B
 counting `context_weight` of A. Only the tsvector is stored, never the text again. Queries are
@@ -7,12 +7,24 @@ read as query syntax (websearch_to_tsquery also never fails on odd input). As on
 best rows are ranked inside the index first and the filters apply to those, widening when they
 reject too many.
 
-ts_rank costs every matching row a recheck and a rank (~1.5-2 us each here): an OR of three
-common terms over 100k memories matched 41k rows and took 30-55 ms. So, as the SQLite index does
-(store/sqlite/keywords.py), scopes larger than `score_budget` rows take terms rarest first while
-the rows they match stay within the budget, and require every term when even the rarest matches
-more; 100k one-scope keyword search went from ~55 ms to a few ms. Term counts are read from the
-GIN index per scope, capped at the budget, and cached while the scope's size stays within 10%.
+Ranking is FTS5's bm25() (store/sqlite/keywords.py: k1 1.2, b 0.75, the same IDF), with the
+statistics of the searched partition (the user's rows; user-less rows share one), so no other
+user's rows weigh on a ranking (FTS5's statistics are the whole file's). A term's frequency in
+a row is the number of its positions, those in the context counting `context_weight`; a row's
+length is its number of distinct lexemes, against the partition's average. A term's document
+frequency counts the rows whose own text holds it: a context repeats its neighbours' words, so
+counting it too would make every word about four times as common (turn_context_before + after
++ 1) and, in a scope of a few hundred turns, push ordinary words past half the rows, where the
+IDF is nil. The counts come from the rows the query matches (the planner below keeps them
+within the budget); when every term is required they are counted in the partition.
+
+Ranking costs every matching row a recheck and a rank (~1.5-2 us each here with ts_rank): an OR
+of three common terms over 100k memories matched 41k rows and took 30-55 ms. So, as the SQLite
+index does, scopes larger than `score_budget` rows take terms rarest first while the rows they
+match stay within the budget, and require every term when even the rarest matches more; 100k
+one-scope keyword search went from ~55 ms to a few ms. Term counts are read from the GIN index
+per scope and cached while the scope's size stays within 10%, as is a large scope's average
+row length.
 """
 
 from __future__ import annotations
@@ -28,11 +40,61 @@ from dspy_memory.store.queries import CANDIDATES_FROM, SIGNAL_COLUMNS, Candidate
 
 CONFIG = "english"
 _VECTOR = f"setweight(to_tsvector('{CONFIG}', ?), 'A') || setweight(to_tsvector('{CONFIG}', ?), 'B')"
+# FTS5's bm25() constants (term frequency saturation, length normalization).
+K1, B = 1.2, 0.75
 
 
 def tsquery_text(terms: list[str], *, require_all: bool = False) -> str:
     """websearch_to_tsquery input: the terms quoted, joined by `or` (or nothing: all)."""
     return (" " if require_all else " or ").join(f'"{term}"' for term in terms)
+
+
+def _ranking_sql(source: str, where: str, statistics: str) -> str:
+    """BM25 of the rows of `source` matching the query, best first. Parameters, in order: the
+    terms and their document frequencies (NULL: counted among the matched rows, by their own
+    text), the source's,
+    the query, the where clause's, the context weight, the statistics', the limit."""
+    # A large scope's N is its vector count (vector_partitions): should a count of the index
+    # ever exceed it, the IDF is held at its floor rather than taking the log of a negative.
+    # Each matched row's vector is cut to the query's lexemes before it is unnested (ts_delete
+    # twice): unnesting whole vectors cost ~20 us a row, the cut ones ~5. MATERIALIZED keeps
+    # each step computed once (inlined, the per-term counts ran once per row and term).
+    return f"""
+    WITH query AS MATERIALIZED (
+        SELECT q.i, q.hits, tsvector_to_array(to_tsvector('{CONFIG}', q.term)) AS lexemes
+        FROM unnest(?::text[], ?::bigint[]) WITH ORDINALITY AS q(term, hits, i)
+    ), lexemes AS MATERIALIZED (
+        SELECT DISTINCT query.i, l.lexeme FROM query CROSS JOIN unnest(query.lexemes) AS l(lexeme)
+    ), matched AS MATERIALIZED (
+        SELECT t.row_id, length(t.terms) AS length, ts_delete(t.terms, tsvector_to_array(
+            ts_delete(t.terms, (SELECT array_agg(lexeme) FROM lexemes)))) AS kept
+        FROM {source}, websearch_to_tsquery('{CONFIG}', ?) AS mq
+        WHERE t.terms @@ mq{where}
+    ), frequencies AS MATERIALIZED (
+        SELECT matched.row_id, matched.length, query.i, min(
+            coalesce(cardinality(array_positions(u.weights, 'A')), 0)
+            + ?::float8 * coalesce(cardinality(array_positions(u.weights, 'B')), 0)
+        ) AS f, min(coalesce(cardinality(array_positions(u.weights, 'A')), 0)) AS own
+        FROM matched CROSS JOIN LATERAL unnest(matched.kept) AS u
+        JOIN lexemes ON lexemes.lexeme = u.lexeme JOIN query ON query.i = lexemes.i
+        GROUP BY matched.row_id, matched.length, query.i, query.lexemes
+        HAVING count(*) = cardinality(query.lexemes)
+    ), statistics AS MATERIALIZED ({statistics}
+    ), weighted AS MATERIALIZED (
+        SELECT query.i, greatest(
+            ln((greatest(statistics.rows - h.hits, 0) + 0.5) / (h.hits + 0.5)), 1e-6) AS idf
+        FROM query CROSS JOIN statistics CROSS JOIN LATERAL (
+            SELECT coalesce(query.hits, (
+                SELECT count(*) FROM frequencies WHERE frequencies.i = query.i AND frequencies.own > 0
+            )) AS hits OFFSET 0) AS h
+    )
+    SELECT frequencies.row_id, sum(
+        weighted.idf * frequencies.f * {K1 + 1} / (frequencies.f + {K1} * (
+            {1 - B} + {B} * frequencies.length / statistics.average_length))
+    ) AS rank
+    FROM frequencies JOIN weighted ON weighted.i = frequencies.i CROSS JOIN statistics
+    GROUP BY frequencies.row_id
+    ORDER BY rank DESC, frequencies.row_id LIMIT ?"""
 
 
 class KeywordIndex:
@@ -41,8 +103,13 @@ class KeywordIndex:
     ) -> None:
         self.context_weight = context_weight
         self.score_budget = score_budget
-        # (partition or None, term) -> (matching rows counted up to the cap, scope rows then)
-        self._frequencies_cache: OrderedDict[tuple[str | None, str], tuple[int, int]] = OrderedDict()
+        # (partition or None, term, own text only) -> (matching rows counted up to the cap,
+        # scope rows then, cap)
+        self._frequencies_cache: OrderedDict[tuple[str | None, str, bool], tuple[int, int, int]] = (
+            OrderedDict()
+        )
+        # partition or None -> (average row length, scope rows then), for scopes over the budget
+        self._lengths_cache: dict[str | None, tuple[float, int]] = {}
         self._cache_size = frequency_cache_size
         self._lock = threading.Lock()
 
@@ -74,42 +141,70 @@ class KeywordIndex:
         return int(conn.execute("SELECT count(*) FROM memory_terms").fetchone()[0])
 
     def clear_cache(self) -> None:
-        """Forget cached term counts (terms and user ids are content: a purge must not leave
-        them here)."""
+        """Forget cached term counts and lengths (terms and user ids are content: a purge must
+        not leave them here)."""
         with self._lock:
             self._frequencies_cache.clear()
+            self._lengths_cache.clear()
 
     def frequencies(
-        self, conn: Any, terms: list[str], partition: str | None, *, cap: int, rows: int
+        self, conn: Any, terms: list[str], partition: str | None, *, cap: int, rows: int, own: bool = False
     ) -> list[int]:
-        """How many rows of `partition` (every partition: None) match each term, counted up to
-        `cap` + 1. Cached while the partition's size stays within 10% of `rows`, the size they
-        were read at: they only steer which terms to rank, so slightly stale counts are harmless."""
+        """How many rows of `partition` (every partition: None) match each term (`own`: in
+        their own text, not their context), counted up to `cap` + 1. Cached while the
+        partition's size stays within 10% of `rows`, the size they were read at: slightly stale
+        counts barely move a term's weight."""
         counts: dict[str, int] = {}
         with self._lock:
             for term in terms:
-                cached = self._frequencies_cache.get((partition, term))
-                if cached is not None and abs(cached[1] - rows) <= 0.1 * rows:
-                    counts[term] = cached[0]
+                cached = self._frequencies_cache.get((partition, term, own))
+                if (
+                    cached is not None
+                    and abs(cached[1] - rows) <= 0.1 * rows
+                    and (cached[0] <= cached[2] or cached[2] >= cap)
+                ):
+                    counts[term] = min(cached[0], cap + 1)
         missing = list(dict.fromkeys(term for term in terms if term not in counts))
         if missing:
             where = "t.partition_key = ? AND " if partition is not None else ""
+            query = f"websearch_to_tsquery('{CONFIG}', ?)"
+            if own:
+                # The term's lexemes, each in the row's own text (weight A).
+                query = (
+                    "(SELECT string_agg(quote_literal(l) || ':A', ' & ')::tsquery "
+                    f"FROM unnest(tsvector_to_array(to_tsvector('{CONFIG}', ?))) AS l)"
+                )
             one = (
                 f"(SELECT count(*) FROM (SELECT 1 FROM memory_terms t WHERE {where}"
-                f"t.terms @@ websearch_to_tsquery('{CONFIG}', ?) LIMIT ?) AS matched)"
+                f"t.terms @@ {query} LIMIT ?) AS matched)"
             )
             params: list[Any] = []
             for term in missing:
-                params += [*([partition] if partition is not None else []), tsquery_text([term]), cap + 1]
+                text = term if own else tsquery_text([term])
+                params += [*([partition] if partition is not None else []), text, cap + 1]
             fetched = conn.execute("SELECT " + ", ".join(one for _ in missing), params).fetchone()
             with self._lock:
                 for term, count in zip(missing, fetched):
                     counts[term] = int(count)
-                    self._frequencies_cache[(partition, term)] = (int(count), rows)
-                    self._frequencies_cache.move_to_end((partition, term))
+                    self._frequencies_cache[(partition, term, own)] = (int(count), rows, cap)
+                    self._frequencies_cache.move_to_end((partition, term, own))
                 while len(self._frequencies_cache) > self._cache_size:
                     self._frequencies_cache.popitem(last=False)
         return [counts[term] for term in terms]
+
+    def average_length(self, conn: Any, partition: str | None, *, rows: int) -> float:
+        """The mean length (distinct lexemes) of the rows of `partition` (None: all), cached
+        while its size stays within 10% of `rows`."""
+        with self._lock:
+            cached = self._lengths_cache.get(partition)
+        if cached is not None and abs(cached[1] - rows) <= 0.1 * rows:
+            return cached[0]
+        where, params = ("WHERE partition_key = ?", [partition]) if partition is not None else ("", [])
+        value = conn.execute(f"SELECT avg(length(terms)) FROM memory_terms {where}", params).fetchone()[0]
+        length = max(float(value or 0), 1.0)
+        with self._lock:
+            self._lengths_cache[partition] = (length, rows)
+        return length
 
     def plan(
         self, conn: Any, terms: list[str], partition: str | None, *, rows: int
@@ -136,16 +231,32 @@ class KeywordIndex:
     ) -> list[Candidate]:
         if not terms or n <= 0:
             return []
-        weights = f"'{{0, 0, {float(self.context_weight)}, 1}}'::real[]"
         where, where_params = "", []
         user, partition = scope[0], None
         if user is not None or scope_rows is not None:
             partition = user if user is not None else NO_USER
             where, where_params = " AND t.partition_key = ?", [partition]
-        planned = self.plan(conn, terms, partition, rows=total_rows if scope_rows is None else scope_rows)
+        rows = total_rows if scope_rows is None else scope_rows
+        planned = self.plan(conn, terms, partition, rows=rows)
         if planned is None:
             return []
-        query = tsquery_text(planned[0], require_all=planned[1])
+        chosen, require_all = planned
+        # Each term's document frequency: counted among the matched rows, unless every term
+        # is required (then the matched rows hold every term: count them in the scope).
+        hits: list[int | None] = [None] * len(chosen)
+        if require_all:
+            hits = list(self.frequencies(conn, chosen, partition, cap=rows, rows=rows, own=True))
+        scope_where, scope_params = (
+            ("WHERE partition_key = ?", [partition]) if partition is not None else ("", [])
+        )
+        statistics = (
+            "SELECT count(*)::float8 AS rows, greatest(avg(length(terms)), 1)::float8 AS average_length "
+            f"FROM memory_terms {scope_where}"
+        )
+        statistics_params: list[Any] = scope_params
+        if rows > self.score_budget:
+            statistics = "SELECT ?::float8 AS rows, ?::float8 AS average_length"
+            statistics_params = [rows, self.average_length(conn, partition, rows=rows)]
         source, source_params = "memory_terms t", []
         if partition is not None and scope_rows is not None and scope_rows <= self.score_budget:
             # A small scope: its rows by primary key, each tested, costs less than the GIN
@@ -153,13 +264,22 @@ class KeywordIndex:
             # Measured, 1,000 rows of 100k, three common terms: 0.5 ms instead of 3.8 ms.
             source = "(SELECT row_id, terms FROM memory_terms WHERE partition_key = ? OFFSET 0) AS t"
             source_params, where, where_params = [partition], "", []
+        sql = _ranking_sql(source, where, statistics)
+        query = tsquery_text(chosen, require_all=require_all)
         fetch = n * 2
         while True:
             ranked = conn.execute(
-                f"SELECT t.row_id, ts_rank({weights}, t.terms, q) AS rank "
-                f"FROM {source}, websearch_to_tsquery('{CONFIG}', ?) AS q "
-                f"WHERE t.terms @@ q{where} ORDER BY rank DESC, t.row_id LIMIT ?",
-                [*source_params, query, *where_params, fetch],
+                sql,
+                [
+                    chosen,
+                    hits,
+                    *source_params,
+                    query,
+                    *where_params,
+                    float(self.context_weight),
+                    *statistics_params,
+                    fetch,
+                ],
             ).fetchall()
             kept = {
                 row[0]: row[1:]
@@ -168,9 +288,9 @@ class KeywordIndex:
                     [reference, json.dumps([row[0] for row in ranked]), *params],
                 )
             }
-            hits = [
+            hits_found = [
                 Candidate(row_id, float(rank), *kept[row_id]) for row_id, rank in ranked if row_id in kept
             ]
-            if len(hits) >= n or len(ranked) < fetch:
-                return hits[:n]
+            if len(hits_found) >= n or len(ranked) < fetch:
+                return hits_found[:n]
             fetch *= 4
