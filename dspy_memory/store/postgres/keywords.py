@@ -186,6 +186,10 @@ class KeywordIndex:
             with self._lock:
                 for term, count in zip(missing, fetched):
                     counts[term] = int(count)
+                    if not count:
+                        # An absent term is dropped from the query, so a cached zero would hide
+                        # the first row that brings it (and counting an absent term is cheap).
+                        continue
                     self._frequencies_cache[(partition, term, own)] = (int(count), rows, cap)
                     self._frequencies_cache.move_to_end((partition, term, own))
                 while len(self._frequencies_cache) > self._cache_size:
