@@ -267,6 +267,38 @@ _V10 = (
     "CREATE INDEX memories_turns ON memories (substr(content_hash, 1, 16), valid_at) WHERE kind = 'turn'",
 )
 
+# The turn context links keyed by integers (docs/benchmarks.md, "Disk per memory"): a link names
+# the quoted episode by its rowid (stable: copies and exports carry it, store/checksums.py)
+# instead of its 36-character id, in the table and in its index, ~250 bytes a turn less.
+# `turn_context` stays, as a view with the ids, for what reads or adds links by id (export,
+# import, transfer, checksums, store/turns.py); an erased episode takes its links with it, so
+# no link outlives its episode to point at a later one given the same rowid. Erasure therefore
+# finds the contexts quoting an episode before it deletes it (store/erase.py).
+_V11 = (
+    """CREATE TABLE turn_context_links (
+        row_id INTEGER NOT NULL,
+        episode_row INTEGER NOT NULL,
+        PRIMARY KEY (row_id, episode_row)
+    ) WITHOUT ROWID""",
+    "INSERT INTO turn_context_links (row_id, episode_row) "
+    "SELECT c.row_id, e.rowid FROM turn_context c JOIN episodes e ON e.id = c.episode_id",
+    "DROP TABLE turn_context",
+    "CREATE INDEX turn_context_links_episode ON turn_context_links (episode_row)",
+    """CREATE VIEW turn_context (row_id, episode_id) AS
+        SELECT c.row_id, e.id FROM turn_context_links c JOIN episodes e ON e.rowid = c.episode_row""",
+    """CREATE TRIGGER turn_context_insert INSTEAD OF INSERT ON turn_context BEGIN
+        INSERT INTO turn_context_links (row_id, episode_row)
+        SELECT NEW.row_id, rowid FROM episodes WHERE id = NEW.episode_id ON CONFLICT DO NOTHING;
+    END""",
+    """CREATE TRIGGER turn_context_delete INSTEAD OF DELETE ON turn_context BEGIN
+        DELETE FROM turn_context_links WHERE row_id = OLD.row_id AND episode_row =
+            (SELECT rowid FROM episodes WHERE id = OLD.episode_id);
+    END""",
+    """CREATE TRIGGER episodes_unlink AFTER DELETE ON episodes BEGIN
+        DELETE FROM turn_context_links WHERE episode_row = OLD.rowid;
+    END""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", V1),
     Migration(2, "write path: superseded_by, episode intent, write runs", _V2),
@@ -282,6 +314,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "smaller indexes: agent and run ids only where set, raw turns by a hash prefix",
         _V10,
     ),
+    Migration(11, "turn context links by episode rowid", _V11),
 )
 # The migration after which the Store builds the contexts of the turns the file already held.
 TURN_CONTEXT_VERSION = 5
