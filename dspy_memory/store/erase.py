@@ -223,7 +223,8 @@ class Eraser:
         # Raw turns next to an erased episode were indexed with its words: found while the
         # episode's links exist, rebuilt without them once it is gone ('secure-delete' is on
         # from the file's creation, so the old context leaves the index segments too).
-        quoting = self._turn_context.quoting(conn, episode_ids)
+        quoting = set(self._turn_context.quoting(conn, episode_ids)) - {row["row_id"] for row in rows}
+        self._turn_context.clear(conn, quoting)
         counts["episodes"] = conn.execute(
             "DELETE FROM episodes WHERE id IN (SELECT value FROM json_each(?))", (_ids(episode_ids),)
         ).rowcount

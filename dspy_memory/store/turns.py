@@ -142,9 +142,6 @@ class TurnContext:
             (json.dumps(wanted),),
         ).fetchall():
             first.setdefault(anchor["row_id"], anchor)
-        conn.execute(
-            "DELETE FROM turn_context WHERE row_id IN (SELECT value FROM json_each(?))", (json.dumps(wanted),)
-        )
         windows = (
             self._windows(
                 conn,
@@ -155,17 +152,32 @@ class TurnContext:
             if self.enabled
             else {}
         )
-        contexts = []
+        quoted = {}
         for row_id in wanted:
             anchor = first.get(row_id)
-            neighbours = windows.get(anchor["episode_id"], []) if anchor is not None else []
-            contexts.append((row_id, context_text(neighbours)))
-            conn.executemany(
-                _INSERT_LINK,
-                [(row_id, episode_id) for episode_id in dict.fromkeys(row["id"] for row in neighbours)],
-            )
-        self._keywords.set_contexts(conn, contexts)
+            quoted[row_id] = windows.get(anchor["episode_id"], []) if anchor is not None else []
+        self._relink(
+            conn,
+            {row_id: (context_text(rows), [row["id"] for row in rows]) for row_id, rows in quoted.items()},
+        )
         return len(wanted)
+
+    def clear(self, conn: Any, row_ids: Iterable[int]) -> None:
+        """Give these rows no context (before an episode their context quotes is erased)."""
+        self._relink(conn, {row_id: ("", []) for row_id in sorted(set(row_ids))})
+
+    def _relink(self, conn: Any, contexts: dict[int, tuple[str, list[str]]]) -> None:
+        """Replace the context and links of rows: {row id: (text, episode ids)}. The keyword
+        index first, while the old links still name what it indexed (the SQLite index stores
+        no text: it removes a row's old entry given that text, store/sqlite/keywords.py)."""
+        if not contexts:
+            return
+        self._keywords.set_contexts(conn, [(row_id, text) for row_id, (text, _) in contexts.items()])
+        conn.execute(
+            "DELETE FROM turn_context WHERE row_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(contexts)),),
+        )
+        self.indexed(conn, contexts)
 
     @staticmethod
     def quoting(conn: Any, episode_ids: Iterable[str]) -> list[int]:
@@ -181,8 +193,9 @@ class TurnContext:
 
     def rebuild_after_erasure(self, conn: Any, erased_rows: Sequence[int], quoting: Iterable[int]) -> int:
         """Drop the links of erased rows and rebuild the contexts of the rows that quoted an
-        erased episode (`quoting`, found before the episodes were deleted; call after; the
-        keyword index's 'secure-delete' must be on, so the old contexts leave its segments)."""
+        erased episode (`quoting`, found and cleared before the episodes were deleted; call
+        after; the keyword index's 'secure-delete' must be on, so the old contexts leave its
+        segments)."""
         conn.execute(
             "DELETE FROM turn_context WHERE row_id IN (SELECT value FROM json_each(?))",
             (json.dumps(list(erased_rows)),),

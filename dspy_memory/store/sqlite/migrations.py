@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dspy_memory.errors import SchemaError
+from dspy_memory.store.sqlite.keywords import scope_tokens
 from dspy_memory.store.sqlite.schema_v1 import V1, sql_list
 from dspy_memory.types import FEEDBACK_SOURCES, FEEDBACK_VERDICTS
 from dspy_memory.util.timeutil import now_db
@@ -299,6 +300,31 @@ _V11 = (
     END""",
 )
 
+# The keyword index stores no text (docs/benchmarks.md, "Disk per memory"): a contentless FTS5
+# table, ~300 bytes a memory less. The text it indexes is the memory row's and, for a raw turn,
+# that of the episodes its links name (store/exchange_import.py, `keyword_entries`), and FTS5
+# removes a row's entry given exactly that text ('delete' with 'secure-delete' on: no term is
+# left in the segments). So the index is filled from that text here, not from its old copy
+# (`scope_tokens` is defined on the connection by `migrate`).
+_V12 = (
+    """CREATE VIRTUAL TABLE memories_fts_v12 USING fts5(
+        content, scope, context, content = '', tokenize = 'porter unicode61 remove_diacritics 2'
+    )""",
+    """INSERT INTO memories_fts_v12 (rowid, content, scope, context)
+        SELECT m.row_id, m.content, scope_tokens(m.user_id, m.agent_id, m.run_id), coalesce((
+            SELECT group_concat(line, char(10)) FROM (
+                SELECT CASE WHEN e.name IS NULL OR e.name = '' THEN e.content
+                    ELSE e.name || ': ' || e.content END AS line
+                FROM turn_context_links c JOIN episodes e ON e.rowid = c.episode_row
+                WHERE c.row_id = m.row_id ORDER BY e.occurred_at, e.rowid
+            )
+        ), '')
+        FROM memories m""",
+    "DROP TABLE memories_fts",
+    "ALTER TABLE memories_fts_v12 RENAME TO memories_fts",
+    "INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', 1)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", V1),
     Migration(2, "write path: superseded_by, episode intent, write runs", _V2),
@@ -315,6 +341,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         _V10,
     ),
     Migration(11, "turn context links by episode rowid", _V11),
+    Migration(12, "a keyword index that stores no text", _V12),
 )
 # The migration after which the Store builds the contexts of the turns the file already held.
 TURN_CONTEXT_VERSION = 5
@@ -335,6 +362,7 @@ def current_version(conn: Any) -> int:
 
 def migrate(conn: Any, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[int]:
     """Apply pending migrations; return the versions applied. `conn` is in autocommit mode."""
+    conn.create_function("scope_tokens", 3, lambda *ids: " ".join(scope_tokens(*ids)), deterministic=True)
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = current_version(conn)
