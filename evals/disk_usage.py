@@ -21,7 +21,7 @@ PARTS = (
     ("keyword index: stored text (content, scope, context)", ("memories_fts_content",)),
     ("keyword index: row sizes (docsize)", ("memories_fts_docsize",)),
     ("keyword index: segments (postings)", ("memories_fts_data", "memories_fts_idx", "memories_fts_config")),
-    ("turn context links", ("turn_context",)),
+    ("turn context links", ("turn_context_links", "turn_context")),
     ("vectors: float32 + code (memory_vectors)", ("memory_vectors",)),
     ("vectors: vec0 code chunks", ("memory_vec_vector_chunks",)),
     ("vectors: vec0 metadata, rowids, partitions", ("memory_vec", "vector_partitions")),

@@ -31,7 +31,9 @@ EXPECTED_TABLES = {
 
 def tables(store):
     with store._conns.read() as conn:
-        return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return {
+            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+        }
 
 
 def columns(store, table):

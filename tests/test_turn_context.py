@@ -9,6 +9,7 @@ import sqlean
 from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder
 from dspy_memory.store import Store
+from dspy_memory.store.sqlite.keywords import indexed_entries
 from dspy_memory.store.sqlite.migrations import MIGRATIONS, migrate
 
 from .leakscan import leaks, markers
@@ -147,8 +148,18 @@ def test_a_file_from_before_turn_context_gets_it_when_opened(tmp_path):
     conn.close()
     store = Store(path, turn_context_before=1, turn_context_after=1)
     with store.snapshot() as conn:
-        contexts = dict(conn.execute("SELECT rowid, context FROM memories_fts").fetchall())
+        contexts = {entry[0]: entry[2] for entry in indexed_entries(conn, [1, 2, 3])}
         links = conn.execute("SELECT row_id, episode_id FROM turn_context ORDER BY 1, 2").fetchall()
+        # The index holds what those links name (it stores no text: asked by a term).
+        quoting = [
+            [
+                row[0]
+                for row in conn.execute(
+                    "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", (f'context : "{word}"',)
+                )
+            ]
+            for word in WORDS[:3]
+        ]
     store.close()
     assert contexts == {
         1: f"answer {WORDS[1]}",
@@ -156,14 +167,15 @@ def test_a_file_from_before_turn_context_gets_it_when_opened(tmp_path):
         3: f"answer {WORDS[1]}",
     }
     assert [tuple(link) for link in links] == [(1, "e2"), (2, "e1"), (2, "e3"), (3, "e2")]
+    assert quoting == [[2], [1, 3], [2]]
 
 
 def contexts(memory):
+    """{content: the context the keyword index was given}: the index stores no text, so from the
+    links it was written with (store/sqlite/keywords.py)."""
     with memory.store.snapshot() as conn:
-        rows = conn.execute(
-            "SELECT m.content, f.context FROM memories_fts f JOIN memories m ON m.row_id = f.rowid"
-        ).fetchall()
-    return {row[0]: row[1] for row in rows}
+        entries = indexed_entries(conn, [row[0] for row in conn.execute("SELECT row_id FROM memories")])
+    return {entry[1]: entry[2] for entry in entries}
 
 
 def test_history_added_out_of_order_gets_the_same_contexts(tmp_path, monkeypatch):

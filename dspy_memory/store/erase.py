@@ -220,14 +220,16 @@ class Eraser:
             "OR linked_id IN (SELECT value FROM json_each(?))",
             (_ids(memory_ids), _ids(memory_ids)),
         )
+        # Raw turns next to an erased episode were indexed with its words: found while the
+        # episode's links exist, rebuilt without them once it is gone ('secure-delete' is on
+        # from the file's creation, so the old context leaves the index segments too).
+        quoting = set(self._turn_context.quoting(conn, episode_ids)) - {row["row_id"] for row in rows}
+        self._turn_context.clear(conn, quoting)
         counts["episodes"] = conn.execute(
             "DELETE FROM episodes WHERE id IN (SELECT value FROM json_each(?))", (_ids(episode_ids),)
         ).rowcount
-        # Raw turns next to an erased episode were indexed with its words: rebuilt without them
-        # ('secure-delete' is on from the file's creation, so the old context leaves the index
-        # segments too).
         counts["contexts_rebuilt"] = self._turn_context.rebuild_after_erasure(
-            conn, [row["row_id"] for row in rows], episode_ids
+            conn, [row["row_id"] for row in rows], quoting
         )
         counts["events_erased"] = conn.execute(
             "UPDATE memory_events SET old_content = NULL, new_content = NULL, reason = NULL, metadata = '{}' "

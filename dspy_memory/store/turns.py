@@ -120,8 +120,12 @@ class TurnContext:
         """New turn rows were inserted with `contexts` ({row id: (text, episode ids)}): record
         which episodes each quotes."""
         conn.executemany(
-            "INSERT INTO turn_context (row_id, episode_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
-            [(row_id, episode_id) for row_id, (_, ids) in contexts.items() for episode_id in ids],
+            _INSERT_LINK,
+            [
+                (row_id, episode_id)
+                for row_id, (_, ids) in contexts.items()
+                for episode_id in dict.fromkeys(ids)
+            ],
         )
 
     def rebuild(self, conn: Any, row_ids: Iterable[int]) -> int:
@@ -139,9 +143,6 @@ class TurnContext:
             (json.dumps(wanted),),
         ).fetchall():
             first.setdefault(anchor["row_id"], anchor)
-        conn.execute(
-            "DELETE FROM turn_context WHERE row_id IN (SELECT value FROM json_each(?))", (json.dumps(wanted),)
-        )
         windows = (
             self._windows(
                 conn,
@@ -152,36 +153,55 @@ class TurnContext:
             if self.enabled
             else {}
         )
-        contexts = []
+        quoted = {}
         for row_id in wanted:
             anchor = first.get(row_id)
-            neighbours = windows.get(anchor["episode_id"], []) if anchor is not None else []
-            contexts.append((row_id, context_text(neighbours)))
-            conn.executemany(
-                "INSERT INTO turn_context (row_id, episode_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                [(row_id, row["id"]) for row in neighbours],
-            )
-        self._keywords.set_contexts(conn, contexts)
+            quoted[row_id] = windows.get(anchor["episode_id"], []) if anchor is not None else []
+        self._relink(
+            conn,
+            {row_id: (context_text(rows), [row["id"] for row in rows]) for row_id, rows in quoted.items()},
+        )
         return len(wanted)
 
-    def rebuild_after_erasure(
-        self, conn: Any, erased_rows: Sequence[int], erased_episodes: Iterable[str]
-    ) -> int:
-        """Drop the links of erased rows and rebuild every context that quoted an erased
-        episode (call after the episodes are deleted; the keyword index's 'secure-delete' must be
-        on, so the old contexts leave its segments)."""
+    def clear(self, conn: Any, row_ids: Iterable[int]) -> None:
+        """Give these rows no context (before an episode their context quotes is erased)."""
+        self._relink(conn, {row_id: ("", []) for row_id in sorted(set(row_ids))})
+
+    def _relink(self, conn: Any, contexts: dict[int, tuple[str, list[str]]]) -> None:
+        """Replace the context and links of rows: {row id: (text, episode ids)}. The keyword
+        index first, while the old links still name what it indexed (the SQLite index stores
+        no text: it removes a row's old entry given that text, store/sqlite/keywords.py)."""
+        if not contexts:
+            return
+        self._keywords.set_contexts(conn, [(row_id, text) for row_id, (text, _) in contexts.items()])
+        conn.execute(
+            "DELETE FROM turn_context WHERE row_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(contexts)),),
+        )
+        self.indexed(conn, contexts)
+
+    @staticmethod
+    def quoting(conn: Any, episode_ids: Iterable[str]) -> list[int]:
+        """The rows whose context quotes one of these episodes (ask before they are deleted: an
+        episode's links go with it, store/sqlite/migrations.py, 11)."""
+        return [
+            row[0]
+            for row in conn.execute(
+                "SELECT DISTINCT row_id FROM turn_context WHERE episode_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(sorted(episode_ids)),),
+            )
+        ]
+
+    def rebuild_after_erasure(self, conn: Any, erased_rows: Sequence[int], quoting: Iterable[int]) -> int:
+        """Drop the links of erased rows and rebuild the contexts of the rows that quoted an
+        erased episode (`quoting`, found and cleared before the episodes were deleted; call
+        after; the keyword index's 'secure-delete' must be on, so the old contexts leave its
+        segments)."""
         conn.execute(
             "DELETE FROM turn_context WHERE row_id IN (SELECT value FROM json_each(?))",
             (json.dumps(list(erased_rows)),),
         )
-        quoting = [
-            row[0]
-            for row in conn.execute(
-                "SELECT DISTINCT row_id FROM turn_context WHERE episode_id IN (SELECT value FROM json_each(?))",
-                (json.dumps(sorted(erased_episodes)),),
-            )
-        ]
-        return self.rebuild(conn, quoting)
+        return self.rebuild(conn, set(quoting) - set(erased_rows))
 
     def rebuild_all(self, conn: Any) -> int:
         """Build the context of every current raw turn (a schema upgrade)."""
@@ -307,6 +327,10 @@ def _same_scope(scope: tuple[Any, ...]) -> tuple[str, list[Any]]:
             params.append(value)
     return " AND ".join(conditions), params
 
+
+# No ON CONFLICT: on SQLite `turn_context` is a view (store/sqlite/migrations.py, 11), and a
+# row's links are written once, after its old ones are deleted.
+_INSERT_LINK = "INSERT INTO turn_context (row_id, episode_id) VALUES (?, ?)"
 
 # Episodes read in one span for a batch's windows; more (a batch spread over a long stretch of
 # existing history) and each window is read on its own.

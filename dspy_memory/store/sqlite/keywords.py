@@ -16,6 +16,20 @@ from dspy_memory.store.queries import CANDIDATES_FROM, SIGNAL_COLUMNS, Candidate
 # in place (FTS5 'secure-delete': ~0.7-0.9 ms a row of 14 words). Measured at 10k and 50k rows:
 # break-even near 0.2%. See docs/architecture.md, "Erasure".
 REWRITE_SHARE = 0.002
+_REBUILD_BATCH = 5000
+
+
+def indexed_entries(conn: Any, row_ids: list[int]) -> list[tuple[Any, ...]]:
+    """(row_id, content, context, user_id, agent_id, run_id) of memory rows, as the index holds
+    them: the context from the row's `turn_context` links (store/exchange_import.py)."""
+    from dspy_memory.store.exchange_import import keyword_entries
+
+    rows = conn.execute(
+        "SELECT row_id, content, user_id, agent_id, run_id FROM memories "
+        "WHERE row_id IN (SELECT value FROM json_each(?)) ORDER BY row_id",
+        (json.dumps(row_ids),),
+    ).fetchall()
+    return keyword_entries(conn, rows)
 
 
 def match_expression(
@@ -91,31 +105,61 @@ class KeywordIndex:
         )
 
     def set_contexts(self, conn: Any, contexts: list[tuple[int, str]]) -> None:
-        """Replace the conversation context of rows: (row_id, context)."""
-        conn.executemany(
-            "UPDATE memories_fts SET context = ? WHERE rowid = ?",
-            [(text, row_id) for row_id, text in contexts],
+        """Replace the conversation context of rows: (row_id, context). Call while the rows'
+        `turn_context` links still name the episodes their old context quotes."""
+        old = indexed_entries(conn, [row_id for row_id, _ in contexts])
+        self._remove(conn, old)
+        by_row = {entry[0]: entry for entry in old}
+        self.insert(
+            conn,
+            [
+                (row_id, by_row[row_id][1], text, *by_row[row_id][3:])
+                for row_id, text in contexts
+                if row_id in by_row
+            ],
         )
 
     def delete(self, conn: Any, row_ids: list[int]) -> int:
-        return conn.execute(
-            "DELETE FROM memories_fts WHERE rowid IN (SELECT value FROM json_each(?))",
-            (json.dumps(row_ids),),
-        ).rowcount
+        """Call before the rows, their links or the episodes those name are deleted."""
+        entries = indexed_entries(conn, row_ids)
+        self._remove(conn, entries)
+        return len(entries)
+
+    def _remove(self, conn: Any, entries: list[tuple[Any, ...]]) -> None:
+        # The index stores no text (contentless, store/sqlite/migrations.py, 12): FTS5 removes a
+        # row given exactly the text it was indexed with, rebuilt from the memory row and links.
+        conn.executemany(
+            "INSERT INTO memories_fts (memories_fts, rowid, content, context, scope) VALUES ('delete', ?, ?, ?, ?)",
+            [
+                (row_id, content, context, " ".join(scope_tokens(u, a, r)))
+                for row_id, content, context, u, a, r in entries
+            ],
+        )
 
     def erase(self, conn: Any, row_ids: list[int], *, total_rows: int) -> int:
         """Delete rows so that none of their terms stays in the index segments (deleted rows
-        otherwise stay there, marked deleted, until a merge)."""
+        otherwise stay there, marked deleted, until a merge). Call before the rows, their links
+        or the episodes those name are deleted."""
         if not row_ids:
             return 0
-        rewrite = len(row_ids) >= REWRITE_SHARE * total_rows
-        self.secure_delete(conn, not rewrite)
-        deleted = self.delete(conn, row_ids)
-        if rewrite:
-            self.rebuild(conn)
+        if len(row_ids) < REWRITE_SHARE * total_rows:
             self.secure_delete(conn, True)
-        else:
+            deleted = self.delete(conn, row_ids)
             self.clear_cache()
+            return deleted
+        erased = json.dumps(row_ids)
+        deleted = int(
+            conn.execute(
+                "SELECT count(*) FROM memories WHERE row_id IN (SELECT value FROM json_each(?))", (erased,)
+            ).fetchone()[0]
+        )
+        kept = [
+            row[0]
+            for row in conn.execute(
+                "SELECT row_id FROM memories WHERE row_id NOT IN (SELECT value FROM json_each(?))", (erased,)
+            )
+        ]
+        self.rebuild(conn, kept)
         return deleted
 
     def count(self, conn: Any) -> int:
@@ -125,11 +169,13 @@ class KeywordIndex:
         """FTS5 'secure-delete': a deleted or changed row's terms leave the segments at once."""
         conn.execute("INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', ?)", (int(on),))
 
-    def rebuild(self, conn: Any) -> None:
-        # Deleted rows stay in FTS5 index segments until they are merged; 'rebuild' writes the
-        # index anew from the stored text ('optimize' merged segments but, measured, could
-        # leave a deleted term's bytes inside a leaf of the merged segment).
-        conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')")
+    def rebuild(self, conn: Any, row_ids: list[int]) -> None:
+        """Write the index anew with these rows only: deleted rows' terms stay in FTS5 segments
+        until merged ('optimize' merged segments but, measured, could leave a deleted term's
+        bytes inside a leaf of the merged segment)."""
+        conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('delete-all')")
+        for start in range(0, len(row_ids), _REBUILD_BATCH):
+            self.insert(conn, indexed_entries(conn, row_ids[start : start + _REBUILD_BATCH]))
         self.clear_cache()
 
     def clear_cache(self) -> None:
