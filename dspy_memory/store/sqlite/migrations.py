@@ -11,6 +11,7 @@ from typing import Any
 
 from dspy_memory.errors import SchemaError
 from dspy_memory.store.sqlite.keywords import scope_tokens
+from dspy_memory.store.sqlite.schema_compact import V10, V11, V12
 from dspy_memory.store.sqlite.schema_v1 import V1, sql_list
 from dspy_memory.types import FEEDBACK_SOURCES, FEEDBACK_VERDICTS
 from dspy_memory.util.timeutil import now_db
@@ -248,83 +249,6 @@ _V9 = (
     "CREATE INDEX feedback_memory ON feedback (memory_id) WHERE memory_id IS NOT NULL",
 )
 
-# Smaller indexes (docs/benchmarks.md, "Disk per memory"). Rows without an agent or a run are
-# the common case and no query looks them up by that empty column (scopes filter with
-# `agent_id = ?`, which a partial index serves), so those indexes leave them out. A raw turn is
-# found by its text's hash and time: the hash's first 16 hex digits (64 bits) pick the rows, and
-# the query compares the whole hash; 48 bytes less a turn.
-_V10 = (
-    *(
-        statement
-        for table in ("memories", "episodes")
-        for column in ("agent", "run")
-        for statement in (
-            f"DROP INDEX {table}_{column}",
-            f"CREATE INDEX {table}_{column} ON {table} ({column}_id, "
-            f"{'created_at' if table == 'memories' else 'occurred_at'}) WHERE {column}_id IS NOT NULL",
-        )
-    ),
-    "DROP INDEX memories_turns",
-    "CREATE INDEX memories_turns ON memories (substr(content_hash, 1, 16), valid_at) WHERE kind = 'turn'",
-)
-
-# The turn context links keyed by integers (docs/benchmarks.md, "Disk per memory"): a link names
-# the quoted episode by its rowid (stable: copies and exports carry it, store/checksums.py)
-# instead of its 36-character id, in the table and in its index, ~250 bytes a turn less.
-# `turn_context` stays, as a view with the ids, for what reads or adds links by id (export,
-# import, transfer, checksums, store/turns.py); an erased episode takes its links with it, so
-# no link outlives its episode to point at a later one given the same rowid. Erasure therefore
-# finds the contexts quoting an episode before it deletes it (store/erase.py).
-_V11 = (
-    """CREATE TABLE turn_context_links (
-        row_id INTEGER NOT NULL,
-        episode_row INTEGER NOT NULL,
-        PRIMARY KEY (row_id, episode_row)
-    ) WITHOUT ROWID""",
-    "INSERT INTO turn_context_links (row_id, episode_row) "
-    "SELECT c.row_id, e.rowid FROM turn_context c JOIN episodes e ON e.id = c.episode_id",
-    "DROP TABLE turn_context",
-    "CREATE INDEX turn_context_links_episode ON turn_context_links (episode_row)",
-    """CREATE VIEW turn_context (row_id, episode_id) AS
-        SELECT c.row_id, e.id FROM turn_context_links c JOIN episodes e ON e.rowid = c.episode_row""",
-    """CREATE TRIGGER turn_context_insert INSTEAD OF INSERT ON turn_context BEGIN
-        INSERT INTO turn_context_links (row_id, episode_row)
-        SELECT NEW.row_id, rowid FROM episodes WHERE id = NEW.episode_id ON CONFLICT DO NOTHING;
-    END""",
-    """CREATE TRIGGER turn_context_delete INSTEAD OF DELETE ON turn_context BEGIN
-        DELETE FROM turn_context_links WHERE row_id = OLD.row_id AND episode_row =
-            (SELECT rowid FROM episodes WHERE id = OLD.episode_id);
-    END""",
-    """CREATE TRIGGER episodes_unlink AFTER DELETE ON episodes BEGIN
-        DELETE FROM turn_context_links WHERE episode_row = OLD.rowid;
-    END""",
-)
-
-# The keyword index stores no text (docs/benchmarks.md, "Disk per memory"): a contentless FTS5
-# table, ~300 bytes a memory less. The text it indexes is the memory row's and, for a raw turn,
-# that of the episodes its links name (store/exchange_import.py, `keyword_entries`), and FTS5
-# removes a row's entry given exactly that text ('delete' with 'secure-delete' on: no term is
-# left in the segments). So the index is filled from that text here, not from its old copy
-# (`scope_tokens` is defined on the connection by `migrate`).
-_V12 = (
-    """CREATE VIRTUAL TABLE memories_fts_v12 USING fts5(
-        content, scope, context, content = '', tokenize = 'porter unicode61 remove_diacritics 2'
-    )""",
-    """INSERT INTO memories_fts_v12 (rowid, content, scope, context)
-        SELECT m.row_id, m.content, scope_tokens(m.user_id, m.agent_id, m.run_id), coalesce((
-            SELECT group_concat(line, char(10)) FROM (
-                SELECT CASE WHEN e.name IS NULL OR e.name = '' THEN e.content
-                    ELSE e.name || ': ' || e.content END AS line
-                FROM turn_context_links c JOIN episodes e ON e.rowid = c.episode_row
-                WHERE c.row_id = m.row_id ORDER BY e.occurred_at, e.rowid
-            )
-        ), '')
-        FROM memories m""",
-    "DROP TABLE memories_fts",
-    "ALTER TABLE memories_fts_v12 RENAME TO memories_fts",
-    "INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', 1)",
-)
-
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", V1),
     Migration(2, "write path: superseded_by, episode intent, write runs", _V2),
@@ -338,10 +262,10 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         10,
         "smaller indexes: agent and run ids only where set, raw turns by a hash prefix",
-        _V10,
+        V10,
     ),
-    Migration(11, "turn context links by episode rowid", _V11),
-    Migration(12, "a keyword index that stores no text", _V12),
+    Migration(11, "turn context links by episode rowid", V11),
+    Migration(12, "a keyword index that stores no text", V12),
 )
 # The migration after which the Store builds the contexts of the turns the file already held.
 TURN_CONTEXT_VERSION = 5
