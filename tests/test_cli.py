@@ -95,7 +95,7 @@ def test_check_reports_a_broken_invariant_with_exit_1(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out.split("\n", 1)[1])["ok"] is True
     conn = sqlean.connect(db)
     with conn:  # a memory row whose keyword entry is gone: the indexes no longer agree
-        conn.execute("DELETE FROM memories_fts")
+        conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('delete-all')")
     conn.close()
     assert main(["check", "--db", db, "--json"]) == 1
     report = json.loads(capsys.readouterr().out)

@@ -254,13 +254,14 @@ def test_a_damaged_file_is_a_storage_error_that_says_how_to_find_and_restore_it(
         for i in range(40):
             memory.add(f"Ada fact number {i} " + "lorem ipsum " * 50, user_id="ada")
     with sqlean.connect(str(path)) as conn:
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
         pages = [
             row[0]
             for row in conn.execute("SELECT pageno FROM dbstat WHERE name = 'memories' AND pagetype = 'leaf'")
         ]
     with open(path, "r+b") as handle:  # cell pointers of two pages of memory rows overwritten
         for page in pages[1:3]:
-            handle.seek((page - 1) * 4096 + 8)
+            handle.seek((page - 1) * page_size + 8)
             handle.write(b"\xff" * 60)
     with Memory(str(path), embedder=HashEmbedder(64), process_pending_on_open=False) as memory:
         with pytest.raises(StorageError) as raised:
