@@ -193,14 +193,14 @@ def select(trials: Trials, recipe: str, train: set[str]) -> Setting:
 
 
 def describe(setting: Setting) -> str:
+    """ "window 2,1, dense_weight 0.7, ..." (graph_depth only when the graph is on)."""
     window, read = setting
-    parts = [f"window {window[0]},{window[1]}"]
     shown = dict(read)
-    for name, value in shown.items():
-        if name in ("graph_depth",) and not shown.get("graph_in_hybrid"):
-            continue
-        parts.append(f"{name} {value}")
-    return ", ".join(parts)
+    if not shown.get("graph_in_hybrid"):
+        shown.pop("graph_depth", None)
+    return ", ".join(
+        [f"window {window[0]},{window[1]}", *(f"{name} {value}" for name, value in shown.items())]
+    )
 
 
 def cross_validate(args: argparse.Namespace, conversations: list[Conversation]) -> dict[str, Any]:

@@ -279,14 +279,13 @@ def evaluate(
             )
             answered += found
             skipped += missing
+        by_conversation: dict[str, list[Answered]] = defaultdict(list)
+        for item in answered:
+            by_conversation[item.conversation].append(item)
         results[recipe] = {
             **summarize(answered, ks),
             "per_conversation": {
-                c.sample_id: summarize([a for a in answered if a.conversation == c.sample_id], ks)["recall"][
-                    "overall"
-                ]
-                for c in conversations
-                if any(a.conversation == c.sample_id for a in answered)
+                name: summarize(items, ks)["recall"]["overall"] for name, items in by_conversation.items()
             },
             "skipped_without_evidence": skipped,
             "search_ms_p50": percentile(latencies, 50),

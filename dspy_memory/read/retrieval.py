@@ -21,7 +21,7 @@ from dspy_memory.embed import Embedder
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.lifecycle.curve import Forgetting, days_since, julian_day
 from dspy_memory.read.recalls import RecallCounter
-from dspy_memory.read.rerank import Reranker, make_reranker, rerank
+from dspy_memory.read.rerank import Reranker, rerank
 from dspy_memory.read.scores import recency, reciprocal_rank, standard_scores
 from dspy_memory.read.temporal import asks_when, is_dated, time_window
 from dspy_memory.store import Candidate, Store, TimeView
@@ -79,7 +79,7 @@ class Retriever:
         track_access: bool,
         forgetting: Forgetting | None = None,
         recalls_per_search: int = 5,
-        reranker: Reranker | None = None,
+        reranker: Reranker,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -89,7 +89,7 @@ class Retriever:
         self.recalls_per_search = recalls_per_search
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dspy-memory-search")
         self.recalls = RecallCounter(store)
-        self.reranker = reranker or make_reranker(config.reranker, timeout_s=config.rerank_timeout_s)
+        self.reranker = reranker
 
     def flush(self) -> None:
         """Write the recall counts gathered so far (see RecallCounter)."""
