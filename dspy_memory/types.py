@@ -172,6 +172,8 @@ class ScoreDetails(BaseModel):
     # 1 when the memory is true in the window of time the query names, or, for a "when"
     # question, its text says when something happened.
     temporal: float = 0.0
+    # The best final score of a top hit said around the same time (said_together_weight).
+    said_together: float = 0.0
     recency: float = 0.0
     importance: float = 0.0
     strength: float = 0.0

@@ -4,9 +4,11 @@ chosen measured on the conversation left out.
 
 For each of the five development conversations in turn, the other four choose the settings:
 first the context window and fusion (stage 1: `turn_context_before/after`,
-`keyword_context_weight`, `fusion`, `rrf_k`, `dense_weight`), then, with those, the time boosts
-and graph expansion (stage 2: `temporal_weight`, `when_weight`, `graph_in_hybrid`,
-`graph_depth`); at each stage the library's default stays unless another setting beats it by more
+`keyword_context_weight`, `fusion`, `rrf_k`, `dense_weight`), then, with those, the sources'
+depth and agreement (stage 2: `candidates`, `agreement_depth`, `agreement_share`,
+`disagreement_dense_weight`), then the time boosts and graph expansion (stage 3:
+`temporal_weight`, `when_weight`, `graph_in_hybrid`, `graph_depth`), then what was said around
+a strong hit (stage 4: `said_together_weight`); at each stage the library's default stays unless another setting beats it by more
 than MARGIN on the four. The conversation left out is then searched with what was chosen. The cross-validated
 number pools the held-out questions of the five folds: it estimates what the whole procedure
 gives on a conversation it never saw. Each recipe gets the same procedure (keyword: the
@@ -54,7 +56,17 @@ FUSIONS: list[dict[str, Any]] = [
         for weight in (0.3, 0.5, 0.7)
     ),
 ]
-# Stage 2, on the index and fusion stage 1 chose.
+# Stage 2, on the index and fusion stage 1 chose: how many candidates each source gives, and
+# (hybrid) how much less dense weighs when its top hits disagree with keyword's.
+CANDIDATES = (30, 60, 100)
+AGREEMENTS: list[dict[str, Any]] = [
+    {"agreement_depth": 0},
+    *(
+        {"agreement_depth": depth, "agreement_share": share, "disagreement_dense_weight": floor}
+        for depth, share, floor in itertools.product((10, 20), (0.25, 0.5), (0.1, 0.3))
+    ),
+]
+# Stage 3, on what stages 1 and 2 chose.
 BOOSTS: list[dict[str, Any]] = [
     {
         "temporal_weight": temporal,
@@ -64,6 +76,8 @@ BOOSTS: list[dict[str, Any]] = [
     }
     for temporal, when, depth in itertools.product((0.0, 0.2, 0.4, 0.6), (0.0, 0.1), (None, 1, 2))
 ]
+# Stage 4, on what stages 1-3 chose: what was said around a strong hit rising with it.
+SAID_TOGETHER: list[dict[str, Any]] = [{"said_together_weight": weight} for weight in (0.0, 0.1, 0.2, 0.3)]
 RECIPES = ("keyword", "dense", "hybrid")
 Setting = tuple[tuple[int, int], tuple[tuple[str, Any], ...]]  # (window, read-time settings)
 
@@ -177,19 +191,33 @@ def choose(
     return best
 
 
+def stage_two(recipe: str) -> list[dict[str, Any]]:
+    """The source settings stage 2 tries for `recipe`."""
+    agreements = AGREEMENTS if recipe == "hybrid" else AGREEMENTS[:1]
+    return [{"candidates": n, **agreement} for n in CANDIDATES for agreement in agreements]
+
+
+def settings_tried(recipe: str) -> int:
+    return len(stage_one(recipe)) + len(stage_two(recipe)) + len(BOOSTS) + len(SAID_TOGETHER)
+
+
 def with_boosts(setting: Setting, boosts: dict[str, Any]) -> Setting:
     window, read = setting
     return window, tuple(sorted({**dict(read), **boosts}.items()))
 
 
 def select(trials: Trials, recipe: str, train: set[str]) -> Setting:
-    """Stage 1 then stage 2, both chosen on `train` only."""
+    """Stages 1 to 4, each chosen on `train` only."""
 
     def measure(setting: Setting) -> list[Answered]:
         return trials.measure(recipe, setting)
 
     first = choose(stage_one(recipe), measure, train, margin=MARGIN)
-    return choose([with_boosts(first, boosts) for boosts in BOOSTS], measure, train, margin=MARGIN)
+    second = choose(
+        [with_boosts(first, sources) for sources in stage_two(recipe)], measure, train, margin=MARGIN
+    )
+    third = choose([with_boosts(second, boosts) for boosts in BOOSTS], measure, train, margin=MARGIN)
+    return choose([with_boosts(third, together) for together in SAID_TOGETHER], measure, train, margin=MARGIN)
 
 
 def describe(setting: Setting) -> str:
@@ -229,7 +257,15 @@ def cross_validate(args: argparse.Namespace, conversations: list[Conversation]) 
                 sorted(
                     {
                         name: getattr(defaults, name)
-                        for name in ("keyword_context_weight", "fusion", "rrf_k", "dense_weight", *BOOSTS[0])
+                        for name in (
+                            "keyword_context_weight",
+                            "fusion",
+                            "rrf_k",
+                            "dense_weight",
+                            *stage_two("hybrid")[0],
+                            *BOOSTS[0],
+                            *SAID_TOGETHER[0],
+                        )
                     }.items()
                 )
             ),
@@ -250,14 +286,14 @@ def cross_validate(args: argparse.Namespace, conversations: list[Conversation]) 
                 "windows": WINDOWS,
                 "context_weights": CONTEXT_WEIGHTS,
                 "fusions": FUSIONS,
+                "sources": stage_two("hybrid"),
                 "boosts": BOOSTS,
+                "said_together": SAID_TOGETHER,
             },
             "recipes": {},
         }
         for recipe in RECIPES:
-            stage(
-                f"cross-validating the {recipe} recipe ({len(stage_one(recipe))} + {len(BOOSTS)} settings a fold)"
-            )
+            stage(f"cross-validating the {recipe} recipe ({settings_tried(recipe)} settings a fold)")
             held_out: list[Answered] = []
             folds: dict[str, Any] = {}
             for name in progress(names, desc=f"{recipe}: folds"):
@@ -274,7 +310,7 @@ def cross_validate(args: argparse.Namespace, conversations: list[Conversation]) 
                 "chosen_on_all_in_sample": in_sample,
                 # (fusion and the context weight change nothing for dense search)
                 "defaults_in_sample": summarize(trials.measure(recipe, default_setting)),
-                "settings_tried": len(stage_one(recipe)) + len(BOOSTS),
+                "settings_tried": settings_tried(recipe),
             }
     print_report(report)
     write_json(args.out, report)

@@ -207,7 +207,10 @@ def test_cv_holds_out_each_conversation_and_reports_it_per_conversation_and_cate
     monkeypatch.setattr(cv, "WINDOWS", [(0, 0), (2, 1)])
     monkeypatch.setattr(cv, "CONTEXT_WEIGHTS", [0.5])
     monkeypatch.setattr(cv, "FUSIONS", cv.FUSIONS[:2])
+    monkeypatch.setattr(cv, "CANDIDATES", (30,))
+    monkeypatch.setattr(cv, "AGREEMENTS", cv.AGREEMENTS[:2])
     monkeypatch.setattr(cv, "BOOSTS", cv.BOOSTS[:2])
+    monkeypatch.setattr(cv, "SAID_TOGETHER", cv.SAID_TOGETHER[:2])
     report = main(
         ["--data", str(three_conversations(tmp_path)), "--split", "all", "--embedder", "test", "--cv"]
         + ["--out", str(tmp_path / "cv.json"), "--plot", str(tmp_path / "cv.png")]
@@ -216,8 +219,9 @@ def test_cv_holds_out_each_conversation_and_reports_it_per_conversation_and_cate
     assert set(hybrid["folds"]) == {"conv-a", "conv-b", "conv-c"}
     assert hybrid["cv"]["questions"]["overall"] == 9  # three held-out questions a fold, pooled
     assert set(hybrid["cv"]["recall"]) == {"overall", "temporal", "single-hop"}
-    assert hybrid["settings_tried"] == 2 * 2 + 2  # two windows x two fusions, then two boosts
-    assert report["recipes"]["dense"]["settings_tried"] == 1 + 2
+    # two windows x two fusions, two agreements, two boosts, two said-together weights
+    assert hybrid["settings_tried"] == 2 * 2 + 2 + 2 + 2
+    assert report["recipes"]["dense"]["settings_tried"] == 1 + 1 + 2 + 2
     printed = capsys.readouterr().out
     assert "held out" in printed and "hybrid >= both" in printed and "sR@10" in printed
     assert (tmp_path / "cv.png").stat().st_size > 0

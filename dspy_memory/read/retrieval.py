@@ -13,17 +13,17 @@ import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from dspy_memory.config import RetrievalConfig
 from dspy_memory.embed import Embedder
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.lifecycle.curve import Forgetting, days_since, julian_day
+from dspy_memory.read.boosts import boost_by_time, boost_said_together
 from dspy_memory.read.recalls import RecallCounter
 from dspy_memory.read.rerank import Reranker, rerank
-from dspy_memory.read.scores import recency, reciprocal_rank, standard_scores
-from dspy_memory.read.temporal import asks_when, is_dated, time_window
+from dspy_memory.read.scores import agreed_weight, recency, reciprocal_rank, standard_scores
 from dspy_memory.store import Candidate, Store, TimeView
 from dspy_memory.store.keyword import query_terms
 from dspy_memory.types import MAX_K, Hit, MemoryRecord, Scope, ScoreDetails
@@ -206,7 +206,8 @@ class Retriever:
         candidates = {candidate.row_id: candidate for candidate in (*dense, *keyword)}
         now_jd = julian_day(from_db(view.known_at))
         self._rescore(details, candidates, now_jd)
-        self._time_boost(query, details, candidates, view)
+        boost_by_time(query, details, candidates, view, config, self.store.contents)
+        boost_said_together(details, candidates, config)
         if chosen.graph or (chosen.graph is None and config.graph_in_hybrid):
             self._expand(details, candidates, scope, predicate, view, now_jd)
         depth = max(k, config.rerank_candidates) if chosen.rerank else k
@@ -244,6 +245,15 @@ class Retriever:
         for rank, candidate in enumerate(keyword, start=1):
             details.setdefault(candidate.row_id, {}).update(keyword_rank=rank, keyword_score=candidate.score)
         dense_weight = config.dense_weight if recipe.dense else 0.0
+        if dense and keyword:
+            dense_weight = agreed_weight(
+                [c.row_id for c in dense],
+                [c.row_id for c in keyword],
+                depth=config.agreement_depth,
+                share=config.agreement_share,
+                full=dense_weight,
+                floor=config.disagreement_dense_weight,
+            )
         keyword_weight = config.keyword_weight if recipe.keyword else 0.0
         total = (dense_weight + keyword_weight) or 1.0
         if config.fusion == "rrf":
@@ -281,33 +291,6 @@ class Retriever:
                 fused += keyword_weight * keyword_part(detail)
             detail["fused"] = fused / total
         return details
-
-    def _time_boost(
-        self, query: str, details: dict[int, dict[str, Any]], candidates: dict[int, Candidate], view: TimeView
-    ) -> None:
-        """Time in the query (read/temporal.py): memories true within the window it names gain
-        `temporal_weight`; for a "when" question, memories among the top `when_candidates`
-        whose text dates what it says ("yesterday", "in May", "2022") gain `when_weight`."""
-        config = self.config
-        reference = from_db(view.as_of)
-        assert reference is not None
-        window = time_window(query, reference) if config.temporal_weight > 0 else None
-        if window is not None:
-            for row_id, detail in details.items():
-                try:
-                    moment = reference - timedelta(days=candidates[row_id].age_days)
-                except OverflowError:
-                    continue
-                if window.holds(moment):
-                    detail["temporal"] = 1.0
-                    detail["final"] += config.temporal_weight
-        if config.when_weight > 0 and asks_when(query):
-            ranked = sorted(details, key=lambda row_id: details[row_id]["final"], reverse=True)
-            top = ranked[: config.when_candidates]
-            for row_id, content in self.store.contents(top).items():
-                if is_dated(content):
-                    details[row_id]["temporal"] = 1.0
-                    details[row_id]["final"] += config.when_weight
 
     def _expand(
         self,
