@@ -38,8 +38,10 @@ from dspy_memory.store.backend import NO_USER
 from dspy_memory.store.keyword import budgeted_terms
 from dspy_memory.store.queries import CANDIDATES_FROM, SIGNAL_COLUMNS, Candidate
 
-CONFIG = "english"
-_VECTOR = f"setweight(to_tsvector('{CONFIG}', ?), 'A') || setweight(to_tsvector('{CONFIG}', ?), 'B')"
+# FTS5's words (store/postgres/schema.py, migration 13): the text search configuration that
+# stems query terms as `words_vector(text)` stems rows.
+CONFIG = "porter_words"
+_VECTOR = "setweight(words_vector(?), 'A') || setweight(words_vector(?), 'B')"
 # FTS5's bm25() constants (term frequency saturation, length normalization).
 K1, B = 1.2, 0.75
 
@@ -122,8 +124,8 @@ class KeywordIndex:
     def set_contexts(self, conn: Any, contexts: list[tuple[int, str]]) -> None:
         """Replace the conversation context of rows: (row_id, context)."""
         conn.executemany(
-            f"UPDATE memory_terms AS t SET terms = setweight(to_tsvector('{CONFIG}', m.content), 'A') || "
-            f"setweight(to_tsvector('{CONFIG}', ?), 'B') FROM memories m WHERE m.row_id = t.row_id AND t.row_id = ?",
+            "UPDATE memory_terms AS t SET terms = setweight(words_vector(m.content), 'A') || "
+            "setweight(words_vector(?), 'B') FROM memories m WHERE m.row_id = t.row_id AND t.row_id = ?",
             [(text, row_id) for row_id, text in contexts],
         )
 
