@@ -1,7 +1,8 @@
 """PostgreSQL keyword search: a tsvector per memory row (GIN), ranked by BM25 over the scope.
 
 A row's own text is weighted A, a raw turn's conversation context (store/turns.py) B, with B
-counting `context_weight` of A. Only the tsvector is stored, never the text again. Queries are
+counting `context_weight` of A, its words those FTS5's `porter unicode61` takes (`words_vector`,
+store/postgres/schema.py). Only the tsvector is stored, never the text again. Queries are
 built with websearch_to_tsquery from the shared search terms, each quoted, so user text is never
 read as query syntax (websearch_to_tsquery also never fails on odd input). As on SQLite, the
 best rows are ranked inside the index first and the filters apply to those, widening when they
@@ -38,9 +39,36 @@ from dspy_memory.store.backend import NO_USER
 from dspy_memory.store.keyword import budgeted_terms
 from dspy_memory.store.queries import CANDIDATES_FROM, SIGNAL_COLUMNS, Candidate
 
-# FTS5's words (store/postgres/schema.py, migration 13): the text search configuration that
-# stems query terms as `words_vector(text)` stems rows.
+# FTS5's `porter unicode61` words (schema version 13). unicode61 cuts a word at every ASCII
+# character that is not a letter or digit, where PostgreSQL's parser keeps some together
+# ("team/support" a path, "J.K." a host, "well-known" a compound too): those become spaces before
+# the parser reads a row's text. Porter, not Snowball's English, because FTS5 stems with it ("one"
+# and "on" are one word there); no stopwords, because FTS5 indexes every word, so a query word
+# such as "one" or a bare "s" (from "it's") matches the same rows on both backends. Query terms
+# are already cut (store/keyword.py) and go through the configuration alone.
 CONFIG = "porter_words"
+_ASCII_PUNCTUATION = "".join(ch for ch in map(chr, range(33, 127)) if not ch.isalnum())
+WORDS = (
+    "CREATE TEXT SEARCH DICTIONARY porter_stem (TEMPLATE = snowball, LANGUAGE = porter)",
+    f"CREATE TEXT SEARCH CONFIGURATION {CONFIG} (PARSER = default)",
+    f"ALTER TEXT SEARCH CONFIGURATION {CONFIG} "
+    "ADD MAPPING FOR asciiword, word, numword, uint, sfloat WITH porter_stem",
+    f"""CREATE FUNCTION words_vector(t text) RETURNS tsvector
+        LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $words$
+        SELECT to_tsvector('{CONFIG}', translate(t,
+            '{_ASCII_PUNCTUATION.replace("'", "''")}', '{" " * len(_ASCII_PUNCTUATION)}')) $words$""",
+)
+# Every row's vector again from its text and the context its turn_context links name, built as
+# store/exchange_import.py's keyword_entries builds it ("name: text" lines in order).
+REINDEX_WORDS = """UPDATE memory_terms AS t
+    SET terms = setweight(words_vector(m.content), 'A') || setweight(words_vector(coalesce(c.text, '')), 'B')
+    FROM memories AS m LEFT JOIN (
+        SELECT l.row_id, string_agg(
+            CASE WHEN coalesce(e.name, '') = '' THEN e.content ELSE e.name || ': ' || e.content END,
+            E'\\n' ORDER BY e.occurred_at, e.rowid) AS text
+        FROM turn_context AS l JOIN episodes AS e ON e.id = l.episode_id GROUP BY l.row_id
+    ) AS c ON c.row_id = m.row_id
+    WHERE m.row_id = t.row_id"""
 _VECTOR = "setweight(words_vector(?), 'A') || setweight(words_vector(?), 'B')"
 # FTS5's bm25() constants (term frequency saturation, length normalization).
 K1, B = 1.2, 0.75

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from dspy_memory.errors import SchemaError
+from dspy_memory.store.postgres.keywords import REINDEX_WORDS, WORDS
 from dspy_memory.store.sqlite.migrations import MIGRATIONS
 from dspy_memory.store.sqlite.schema_v1 import sql_list
 from dspy_memory.types import EPISODE_SOURCES, FEEDBACK_SOURCES, FEEDBACK_VERDICTS, MEMORY_KINDS
@@ -327,40 +328,8 @@ LATER: dict[int, tuple[str, ...]] = {
         "CREATE INDEX feedback_run ON feedback (run_id, created_at)",
         "CREATE INDEX feedback_memory ON feedback (memory_id) WHERE memory_id IS NOT NULL",
     ),
+    13: (*WORDS, REINDEX_WORDS),
 }
-
-
-# FTS5's `porter unicode61` words (store/postgres/keywords.py): unicode61 cuts a word at every
-# ASCII character that is not a letter or digit, where PostgreSQL's parser keeps some together
-# ("team/support" a path, "J.K." a host, "well-known" a compound too), so those become spaces
-# before the parser reads the text. Porter, not Snowball's English: it stems as FTS5 does ("one"
-# and "on" are one word to FTS5), and no stopwords: FTS5 indexes every word, so a query word
-# such as "one" or a bare "s" (from "it's") matches the same rows on both backends.
-_ASCII_PUNCTUATION = "".join(ch for ch in map(chr, range(33, 127)) if not ch.isalnum())
-WORDS = (
-    "CREATE TEXT SEARCH DICTIONARY porter_stem (TEMPLATE = snowball, LANGUAGE = porter)",
-    "CREATE TEXT SEARCH CONFIGURATION porter_words (PARSER = default)",
-    "ALTER TEXT SEARCH CONFIGURATION porter_words "
-    "ADD MAPPING FOR asciiword, word, numword, uint, sfloat WITH porter_stem",
-    f"""CREATE FUNCTION words_vector(t text) RETURNS tsvector
-        LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $words$
-        SELECT to_tsvector('porter_words', translate(t,
-            '{_ASCII_PUNCTUATION.replace("'", "''")}', '{" " * len(_ASCII_PUNCTUATION)}')) $words$""",
-)
-LATER[13] = (
-    *WORDS,
-    # Every row again, with the context its turn_context links name (as
-    # store/exchange_import.py's keyword_entries builds it: "name: text" lines in order).
-    """UPDATE memory_terms AS t
-        SET terms = setweight(words_vector(m.content), 'A') || setweight(words_vector(coalesce(c.text, '')), 'B')
-        FROM memories AS m LEFT JOIN (
-            SELECT l.row_id, string_agg(
-                CASE WHEN coalesce(e.name, '') = '' THEN e.content ELSE e.name || ': ' || e.content END,
-                E'\n' ORDER BY e.occurred_at, e.rowid) AS text
-            FROM turn_context AS l JOIN episodes AS e ON e.id = l.episode_id GROUP BY l.row_id
-        ) AS c ON c.row_id = m.row_id
-        WHERE m.row_id = t.row_id""",
-)
 
 
 def lock_key(conn: Any) -> int:
