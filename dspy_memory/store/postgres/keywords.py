@@ -1,8 +1,8 @@
 """PostgreSQL keyword search: a tsvector per memory row (GIN), ranked by BM25 over the scope.
 
 A row's own text is weighted A, a raw turn's conversation context (store/turns.py) B, with B
-counting `context_weight` of A, its words those FTS5's `porter unicode61` takes (`words_vector`,
-store/postgres/schema.py). Only the tsvector is stored, never the text again. Queries are
+counting `context_weight` of A, its words those FTS5's `porter unicode61` takes (`WORDS` below,
+created by schema version 13). Only the tsvector is stored, never the text again. Queries are
 built with websearch_to_tsquery from the shared search terms, each quoted, so user text is never
 read as query syntax (websearch_to_tsquery also never fails on odd input). As on SQLite, the
 best rows are ranked inside the index first and the filters apply to those, widening when they
