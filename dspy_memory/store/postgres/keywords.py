@@ -1,8 +1,8 @@
 """PostgreSQL keyword search: a tsvector per memory row (GIN), ranked by BM25 over the scope.
 
 A row's own text is weighted A, a raw turn's conversation context (store/turns.py) B, with B
-counting `context_weight` of A, its words those FTS5's `porter unicode61` takes (`WORDS` below,
-created by schema version 13). Only the tsvector is stored, never the text again. Queries are
+counting `context_weight` of A, its words cut where FTS5 cuts them (`WORDS` below, schema
+version 13). Only the tsvector is stored, never the text again. Queries are
 built with websearch_to_tsquery from the shared search terms, each quoted, so user text is never
 read as query syntax (websearch_to_tsquery also never fails on odd input). As on SQLite, the
 best rows are ranked inside the index first and the filters apply to those, widening when they
@@ -39,20 +39,16 @@ from dspy_memory.store.backend import NO_USER
 from dspy_memory.store.keyword import budgeted_terms
 from dspy_memory.store.queries import CANDIDATES_FROM, SIGNAL_COLUMNS, Candidate
 
-# FTS5's `porter unicode61` words (schema version 13). unicode61 cuts a word at every ASCII
-# character that is not a letter or digit, where PostgreSQL's parser keeps some together
-# ("team/support" a path, "J.K." a host, "well-known" a compound too): those become spaces before
-# the parser reads a row's text. Porter, not Snowball's English, because FTS5 stems with it ("one"
-# and "on" are one word there); no stopwords, because FTS5 indexes every word, so a query word
-# such as "one" or a bare "s" (from "it's") matches the same rows on both backends. Query terms
-# are already cut (store/keyword.py) and go through the configuration alone.
-CONFIG = "porter_words"
+# Words are cut where FTS5's unicode61 cuts them (schema version 13): at every ASCII character
+# that is not a letter or digit, where PostgreSQL's parser alone keeps some together
+# ("team/support" a path, "J.K." a host, "3.5" a number, "well-known" a compound too), so a row's
+# text has those turned into spaces before the parser reads it; query terms are already cut
+# (store/keyword.py). Stemming and stopwords stay PostgreSQL's `english`: FTS5's Porter without
+# stopwords was measured too, and with each user's statistics it found less on LoCoMo (R@10
+# 0.7429 against 0.7454, docs/benchmarks.md).
+CONFIG = "english"
 _ASCII_PUNCTUATION = "".join(ch for ch in map(chr, range(33, 127)) if not ch.isalnum())
 WORDS = (
-    "CREATE TEXT SEARCH DICTIONARY porter_stem (TEMPLATE = snowball, LANGUAGE = porter)",
-    f"CREATE TEXT SEARCH CONFIGURATION {CONFIG} (PARSER = default)",
-    f"ALTER TEXT SEARCH CONFIGURATION {CONFIG} "
-    "ADD MAPPING FOR asciiword, word, numword, uint, sfloat WITH porter_stem",
     f"""CREATE FUNCTION words_vector(t text) RETURNS tsvector
         LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $words$
         SELECT to_tsvector('{CONFIG}', translate(t,
