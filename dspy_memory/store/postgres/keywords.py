@@ -1,7 +1,8 @@
 """PostgreSQL keyword search: a tsvector per memory row (GIN), ranked by BM25 over the scope.
 
 A row's own text is weighted A, a raw turn's conversation context (store/turns.py) B, with B
-counting `context_weight` of A. Only the tsvector is stored, never the text again. Queries are
+counting `context_weight` of A, its words cut where FTS5 cuts them (`WORDS` below, schema
+version 13). Only the tsvector is stored, never the text again. Queries are
 built with websearch_to_tsquery from the shared search terms, each quoted, so user text is never
 read as query syntax (websearch_to_tsquery also never fails on odd input). As on SQLite, the
 best rows are ranked inside the index first and the filters apply to those, widening when they
@@ -38,8 +39,33 @@ from dspy_memory.store.backend import NO_USER
 from dspy_memory.store.keyword import budgeted_terms
 from dspy_memory.store.queries import CANDIDATES_FROM, SIGNAL_COLUMNS, Candidate
 
+# Words are cut where FTS5's unicode61 cuts them (schema version 13): at every ASCII character
+# that is not a letter or digit, where PostgreSQL's parser alone keeps some together
+# ("team/support" a path, "J.K." a host, "3.5" a number, "well-known" a compound too), so a row's
+# text has those turned into spaces before the parser reads it; query terms are already cut
+# (store/keyword.py). Stemming and stopwords stay PostgreSQL's `english`: FTS5's Porter without
+# stopwords was measured too, and with each user's statistics it found less on LoCoMo (R@10
+# 0.7429 against 0.7454, docs/benchmarks.md).
 CONFIG = "english"
-_VECTOR = f"setweight(to_tsvector('{CONFIG}', ?), 'A') || setweight(to_tsvector('{CONFIG}', ?), 'B')"
+_ASCII_PUNCTUATION = "".join(ch for ch in map(chr, range(33, 127)) if not ch.isalnum())
+WORDS = (
+    f"""CREATE FUNCTION words_vector(t text) RETURNS tsvector
+        LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $words$
+        SELECT to_tsvector('{CONFIG}', translate(t,
+            '{_ASCII_PUNCTUATION.replace("'", "''")}', '{" " * len(_ASCII_PUNCTUATION)}')) $words$""",
+)
+# Every row's vector again from its text and the context its turn_context links name, built as
+# store/exchange_import.py's keyword_entries builds it ("name: text" lines in order).
+REINDEX_WORDS = """UPDATE memory_terms AS t
+    SET terms = setweight(words_vector(m.content), 'A') || setweight(words_vector(coalesce(c.text, '')), 'B')
+    FROM memories AS m LEFT JOIN (
+        SELECT l.row_id, string_agg(
+            CASE WHEN coalesce(e.name, '') = '' THEN e.content ELSE e.name || ': ' || e.content END,
+            E'\\n' ORDER BY e.occurred_at, e.rowid) AS text
+        FROM turn_context AS l JOIN episodes AS e ON e.id = l.episode_id GROUP BY l.row_id
+    ) AS c ON c.row_id = m.row_id
+    WHERE m.row_id = t.row_id"""
+_VECTOR = "setweight(words_vector(?), 'A') || setweight(words_vector(?), 'B')"
 # FTS5's bm25() constants (term frequency saturation, length normalization).
 K1, B = 1.2, 0.75
 
@@ -122,8 +148,8 @@ class KeywordIndex:
     def set_contexts(self, conn: Any, contexts: list[tuple[int, str]]) -> None:
         """Replace the conversation context of rows: (row_id, context)."""
         conn.executemany(
-            f"UPDATE memory_terms AS t SET terms = setweight(to_tsvector('{CONFIG}', m.content), 'A') || "
-            f"setweight(to_tsvector('{CONFIG}', ?), 'B') FROM memories m WHERE m.row_id = t.row_id AND t.row_id = ?",
+            "UPDATE memory_terms AS t SET terms = setweight(words_vector(m.content), 'A') || "
+            "setweight(words_vector(?), 'B') FROM memories m WHERE m.row_id = t.row_id AND t.row_id = ?",
             [(text, row_id) for row_id, text in contexts],
         )
 

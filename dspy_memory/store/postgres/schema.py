@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from dspy_memory.errors import SchemaError
+from dspy_memory.store.postgres.keywords import REINDEX_WORDS, WORDS
 from dspy_memory.store.sqlite.migrations import MIGRATIONS
 from dspy_memory.store.sqlite.schema_v1 import sql_list
 from dspy_memory.types import EPISODE_SOURCES, FEEDBACK_SOURCES, FEEDBACK_VERDICTS, MEMORY_KINDS
@@ -327,6 +328,7 @@ LATER: dict[int, tuple[str, ...]] = {
         "CREATE INDEX feedback_run ON feedback (run_id, created_at)",
         "CREATE INDEX feedback_memory ON feedback (memory_id) WHERE memory_id IS NOT NULL",
     ),
+    13: (*WORDS, REINDEX_WORDS),
 }
 
 

@@ -266,6 +266,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(11, "turn context links by episode rowid", V11),
     Migration(12, "a keyword index that stores no text", V12),
+    # PostgreSQL only (store/postgres/schema.py): its keyword index cuts words as FTS5 does.
+    Migration(13, "PostgreSQL keyword words cut where FTS5 cuts them", ()),
 )
 # The migration after which the Store builds the contexts of the turns the file already held.
 TURN_CONTEXT_VERSION = 5
