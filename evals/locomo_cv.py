@@ -36,6 +36,7 @@ from typing import Any
 from dspy_memory import Memory
 from dspy_memory.config import RetrievalConfig
 from dspy_memory.embed import make_embedder
+from dspy_memory.learn.stats import paired_interval, verdict
 from evals.locomo import CATEGORY_NAMES, Conversation
 from evals.locomo_retrieval import KS, Answered, ask, index_conversation, summarize
 from evals.report import bar_chart, machine, progress, stage, table, write_json
@@ -292,6 +293,7 @@ def cross_validate(args: argparse.Namespace, conversations: list[Conversation]) 
             },
             "recipes": {},
         }
+        held: dict[str, list[Answered]] = {}
         for recipe in RECIPES:
             stage(f"cross-validating the {recipe} recipe ({settings_tried(recipe)} settings a fold)")
             held_out: list[Answered] = []
@@ -303,6 +305,7 @@ def cross_validate(args: argparse.Namespace, conversations: list[Conversation]) 
                 folds[name] = {"setting": describe(setting), **summarize(found)}
             chosen = select(trials, recipe, set(names))
             in_sample = summarize(trials.measure(recipe, chosen))
+            held[recipe] = held_out
             report["recipes"][recipe] = {
                 "cv": summarize(held_out),
                 "folds": folds,
@@ -312,6 +315,9 @@ def cross_validate(args: argparse.Namespace, conversations: list[Conversation]) 
                 "defaults_in_sample": summarize(trials.measure(recipe, default_setting)),
                 "settings_tried": settings_tried(recipe),
             }
+        report["hybrid_against"] = {
+            other: paired(held["hybrid"], held[other]) for other in ("keyword", "dense")
+        }
     print_report(report)
     write_json(args.out, report)
     bar_chart(
@@ -326,6 +332,23 @@ def cross_validate(args: argparse.Namespace, conversations: list[Conversation]) 
     )
     print(f"\nwrote {args.out} and {args.plot}")
     return report
+
+
+def paired(answered: list[Answered], baseline: list[Answered]) -> dict[str, Any]:
+    """Held-out R@10 of `answered` minus `baseline`, question by question (both lists hold the
+    same questions in the same order): the mean, its paired bootstrap 95% interval, and how many
+    questions each side won."""
+    if [a.conversation for a in answered] != [b.conversation for b in baseline]:
+        raise ValueError("the two recipes' held-out questions differ")
+    ours, theirs = [a.recall[10] for a in answered], [b.recall[10] for b in baseline]
+    low, high = paired_interval(theirs, [ours])
+    return {
+        "difference": sum(ours) / len(ours) - sum(theirs) / len(theirs),
+        "interval": [low, high],
+        "verdict": verdict((low, high)),
+        "questions_better": sum(o > t for o, t in zip(ours, theirs)),
+        "questions_worse": sum(o < t for o, t in zip(ours, theirs)),
+    }
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -359,6 +382,21 @@ def print_report(report: dict[str, Any]) -> None:
             ],
             rows,
         )
+    )
+    rows = [
+        [
+            f"hybrid - {other}",
+            f"{value['difference']:+.4f}",
+            f"[{value['interval'][0]:+.4f}, {value['interval'][1]:+.4f}]",
+            value["verdict"],
+            value["questions_better"],
+            value["questions_worse"],
+        ]
+        for other, value in report.get("hybrid_against", {}).items()
+    ]
+    print("\nHeld-out R@10, question by question (paired bootstrap 95% interval)\n")
+    print(
+        table(["difference", "mean", "95% interval", "verdict", "questions better", "questions worse"], rows)
     )
     groups = ["overall"] + [CATEGORY_NAMES[c] for c in (1, 2, 3, 4)]
     rows = []

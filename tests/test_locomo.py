@@ -224,6 +224,9 @@ def test_cv_holds_out_each_conversation_and_reports_it_per_conversation_and_cate
     assert report["recipes"]["dense"]["settings_tried"] == 1 + 1 + 2 + 2
     printed = capsys.readouterr().out
     assert "held out" in printed and "hybrid >= both" in printed and "sR@10" in printed
+    against = report["hybrid_against"]["keyword"]
+    assert against["interval"][0] <= against["difference"] <= against["interval"][1]
+    assert against["questions_better"] + against["questions_worse"] <= 9 and "95% interval" in printed
     assert (tmp_path / "cv.png").stat().st_size > 0
 
 
@@ -282,3 +285,18 @@ def test_retention_weights_are_measured_on_conversations_lived_in_time(mini_file
     # Each turn was stored when its session took place, so its retention reflects its age.
     assert f"{stored['I went to an LGBTQ s'].created_at:%Y-%m-%d}" == "2023-05-08"
     assert f"{stored['I am researching ado'].created_at:%Y-%m-%d}" == "2023-06-09"
+
+
+def test_the_paired_difference_counts_questions_and_claims_a_gain_only_when_the_interval_excludes_zero():
+    from evals.locomo_cv import paired
+    from evals.locomo_retrieval import Answered
+
+    def answered(recalls, conversation="a"):
+        return [Answered(conversation, "single-hop", {10: r}, {10: r}, r) for r in recalls]
+
+    better = paired(answered([1.0] * 30), answered([0.5] * 30))
+    assert better["difference"] == 0.5 and better["verdict"] == "gain" and better["questions_better"] == 30
+    mixed = paired(answered([1.0, 0.0] * 15), answered([0.0, 1.0] * 15))
+    assert mixed["verdict"] == "no difference shown" and mixed["questions_worse"] == 15
+    with pytest.raises(ValueError, match="differ"):
+        paired(answered([1.0]), answered([1.0], conversation="b"))
