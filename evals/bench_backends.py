@@ -241,6 +241,26 @@ def timed_load(memory: Any, texts: list[str], users: list[str], *, batch: int) -
     }
 
 
+def timed_search(memory: Any, queries: np.ndarray, stored: np.ndarray, user: str, *, k: int = 10) -> dict[str, float]:
+    """Dense search in `user`'s scope through the store (the coarse count k=10 gets in retrieval,
+    128): p50 ms over `queries`, and recall@k against the exact cosine top-k of `stored` (the
+    scope's vectors), counted by similarity so that duplicate texts do not matter."""
+    from dspy_memory.store.queries import TimeView
+    from dspy_memory.types import Scope
+
+    store, scope, view = memory.store, Scope(user_id=user), TimeView.at()
+    predicate = store.memory_predicate(scope, view)
+    unit = stored / np.linalg.norm(stored, axis=1, keepdims=True)
+    times, found = [], 0
+    for query in queries:
+        start = time.perf_counter()
+        hits = store.dense_search(query, scope, predicate, k, coarse=128, reference=view.as_of)
+        times.append(time.perf_counter() - start)
+        kth = np.sort(unit @ (query / np.linalg.norm(query)))[-k]
+        found += sum(hit.score >= kth - 1e-5 for hit in hits)
+    return {"search_p50_ms": float(np.median(times) * 1000), "recall_at_10": found / (k * len(queries))}
+
+
 def erase_timing(
     places: Places,
     backend: str,
@@ -289,6 +309,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--exact-max-rows", type=int, default=20_000, help="postgres.exact_max_rows")
     parser.add_argument("--erase-rows", type=int, default=1000, help="rows of the erased user (of 3x)")
     parser.add_argument("--layouts", default="one,spread", help="one (one scope), spread (100 scopes)")
+    parser.add_argument("--queries", type=int, default=100, help="dense searches timed in the one-scope store")
     parser.add_argument("--tmp", default=None)
     parser.add_argument("--out", default=str(RESULTS_DIR / "bench_backends.json"))
     args = parser.parse_args(argv)
@@ -313,6 +334,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 location = places.location(backend, f"adds-{layout.replace(' ', '-')}")
                 with places.open(location, embedder) as memory:
                     rates = timed_load(memory, texts[: args.size], users, batch=args.batch)
+                    if len(users) == 1 and args.queries:
+                        places.settle(backend, location)
+                        queries = model.embed([f"what about {text}?" for text in texts[: args.queries]])
+                        rates |= timed_search(memory, queries, matrix[: args.size], users[0])
                 places.drop(backend, location)
                 results["runs"].append({"backend": backend, "layout": layout, **rates})
                 print(f"{layout}, {backend}: {rates}", flush=True)
@@ -345,6 +370,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ]
         for layout in dict.fromkeys(run["layout"] for run in results["runs"])
     ]
+    searched = [run for run in results["runs"] if "search_p50_ms" in run]
     report = [
         f"Adds of {args.size} memories, precomputed vectors ({model.name}), batches of {args.batch}",
         "",
@@ -359,6 +385,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ],
             rows,
         ),  # fmt: skip
+        "",
+        "dense search in the one-scope store, k=10: "
+        + "; ".join(
+            f"{run['backend']} p50 {run['search_p50_ms']:.1f} ms, recall@10 {run['recall_at_10']:.3f}"
+            for run in searched
+        ),
         "",
         f"delete_scope of {args.erase_rows} rows in a {3 * args.erase_rows}-row store, seconds",
         "",

@@ -17,6 +17,8 @@ def test_bench_backends_reports_adds_and_erasure_on_both_backends_side_by_side(t
         (backend, layout) for backend in ("sqlite", "postgres") for layout in ("one scope", "100 scopes")
     }
     assert all(run["add_per_s"] > 0 for run in results["runs"])
+    searched = [run for run in results["runs"] if run["layout"] == "one scope"]
+    assert all(run["search_p50_ms"] > 0 and 0.5 <= run["recall_at_10"] <= 1.0 for run in searched)
     assert len(results["delete_scope_s"]) == 4
     assert all(seconds > 0 for row in results["delete_scope_s"].values() for seconds in row.values())
     assert "postgres / sqlite" in results["report"] and json.loads(out.read_text())["size"] == 200
