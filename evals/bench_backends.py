@@ -241,7 +241,9 @@ def timed_load(memory: Any, texts: list[str], users: list[str], *, batch: int) -
     }
 
 
-def timed_search(memory: Any, queries: np.ndarray, stored: np.ndarray, user: str, *, k: int = 10) -> dict[str, float]:
+def timed_search(
+    memory: Any, queries: np.ndarray, stored: np.ndarray, user: str, *, k: int = 10
+) -> dict[str, float]:
     """Dense search in `user`'s scope through the store (the coarse count k=10 gets in retrieval,
     128): p50 ms over `queries`, and recall@k against the exact cosine top-k of `stored` (the
     scope's vectors), counted by similarity so that duplicate texts do not matter."""
@@ -257,7 +259,7 @@ def timed_search(memory: Any, queries: np.ndarray, stored: np.ndarray, user: str
         hits = store.dense_search(query, scope, predicate, k, coarse=128, reference=view.as_of)
         times.append(time.perf_counter() - start)
         kth = np.sort(unit @ (query / np.linalg.norm(query)))[-k]
-        found += sum(hit.score >= kth - 1e-5 for hit in hits)
+        found += sum(bool(hit.score >= kth - 1e-5) for hit in hits)
     return {"search_p50_ms": float(np.median(times) * 1000), "recall_at_10": found / (k * len(queries))}
 
 
@@ -309,7 +311,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--exact-max-rows", type=int, default=20_000, help="postgres.exact_max_rows")
     parser.add_argument("--erase-rows", type=int, default=1000, help="rows of the erased user (of 3x)")
     parser.add_argument("--layouts", default="one,spread", help="one (one scope), spread (100 scopes)")
-    parser.add_argument("--queries", type=int, default=100, help="dense searches timed in the one-scope store")
+    parser.add_argument(
+        "--queries", type=int, default=100, help="dense searches timed in the one-scope store"
+    )
     parser.add_argument("--tmp", default=None)
     parser.add_argument("--out", default=str(RESULTS_DIR / "bench_backends.json"))
     args = parser.parse_args(argv)
