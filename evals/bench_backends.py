@@ -263,6 +263,23 @@ def timed_search(
     return {"search_p50_ms": float(np.median(times) * 1000), "recall_at_10": found / (k * len(queries))}
 
 
+def merge_blocks(memory: Any, location: str, user: str) -> None:
+    """Replace the user's HNSW blocks by one block over all its rows (what merging blocks in
+    maintenance would leave), to time a search through one index against one through many."""
+    import psycopg
+
+    from dspy_memory.store.postgres.hnsw_blocks import Block, Blocks
+
+    blocks = memory.store.vectors.blocks
+    with psycopg.connect(location, autocommit=True) as raw:
+        key_hash, known = blocks.load(raw, user)
+        last = raw.execute("SELECT max(row_id) FROM memory_vectors WHERE partition_key = %s", (user,))
+        Blocks.create(raw, "memory_vectors", key_hash, Block(0, last.fetchone()[0]))
+        for block in known:
+            raw.execute(f"DROP INDEX {block.name(key_hash)}")
+        blocks.load(raw, user)
+
+
 def erase_timing(
     places: Places,
     backend: str,
@@ -314,6 +331,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--queries", type=int, default=100, help="dense searches timed in the one-scope store"
     )
+    parser.add_argument(
+        "--one-block",
+        action="store_true",
+        help="then search the one-scope PostgreSQL store again with its blocks merged into one index",
+    )
     parser.add_argument("--tmp", default=None)
     parser.add_argument("--out", default=str(RESULTS_DIR / "bench_backends.json"))
     args = parser.parse_args(argv)
@@ -342,6 +364,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         places.settle(backend, location)
                         queries = model.embed([f"what about {text}?" for text in texts[: args.queries]])
                         rates |= timed_search(memory, queries, matrix[: args.size], users[0])
+                        if backend == "postgres" and args.one_block:
+                            merge_blocks(memory, location, users[0])
+                            places.settle(backend, location)
+                            one = timed_search(memory, queries, matrix[: args.size], users[0])
+                            rates |= {f"{key}_one_block": value for key, value in one.items()}
                 places.drop(backend, location)
                 results["runs"].append({"backend": backend, "layout": layout, **rates})
                 print(f"{layout}, {backend}: {rates}", flush=True)
@@ -393,6 +420,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "dense search in the one-scope store, k=10: "
         + "; ".join(
             f"{run['backend']} p50 {run['search_p50_ms']:.1f} ms, recall@10 {run['recall_at_10']:.3f}"
+            + (
+                f" (its blocks merged into one index: p50 {run['search_p50_ms_one_block']:.1f} ms, "
+                f"recall@10 {run['recall_at_10_one_block']:.3f})"
+                if "search_p50_ms_one_block" in run
+                else ""
+            )
             for run in searched
         ),
         "",

@@ -142,6 +142,20 @@ def test_search_over_small_blocks_and_the_tail_equals_an_exact_scan(pg_url):
             assert_exact(nearest(memory, query, "ada", 40), query, TEXTS, 40)
 
 
+def test_a_block_holding_most_of_the_nearest_rows_is_asked_again_for_all_of_them(pg_url):
+    """Each of three blocks is first asked for its share (40 of 60): when the nearest rows all
+    sit in one block, that block is asked again for 60, so none of them is missed."""
+    plain = [f"plain note {i} on {['tea', 'maps', 'boats'][i % 3]}" for i in range(100)]
+    orchids = [f"rare orchid {i} in bloom" for i in range(100)]
+    later = [f"later note {i} on rain" for i in range(100)]
+    with Memory(pg_url, embedder=EMBEDDER, postgres={"exact_max_rows": 100}) as memory:
+        for texts in (plain, orchids, later):
+            memory.add(texts, user_id="ada", infer=False)
+        assert len(hnsw_indexes(pg_url)) == 3
+        found = nearest(memory, "orchid", "ada", 60)
+    assert len(found) == 60 and all("orchid" in content for content, _ in found)
+
+
 def test_the_planner_searches_each_block_through_its_own_index_and_the_tail_exactly(pg_url):
     with Memory(pg_url, embedder=EMBEDDER, postgres={"exact_max_rows": 40}) as memory:
         memory.add(TEXTS, user_id="ada", infer=False)

@@ -141,7 +141,7 @@ class Blocks:
                 if not block.valid:
                     raw.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {block.name(key_hash)}")
                     if self._holds_rows(raw, key_hash, block):
-                        self._create(raw, leaf[0], key_hash, block)
+                        self.create(raw, leaf[0], key_hash, block)
             last = max((block.last for block in blocks), default=0)
             while True:
                 end = raw.execute(
@@ -151,7 +151,7 @@ class Blocks:
                 ).fetchone()
                 if end is None:
                     break
-                self._create(raw, leaf[0], key_hash, Block(last, end[0]))
+                self.create(raw, leaf[0], key_hash, Block(last, end[0]))
                 last = end[0]
             # A store made before blocks had one index over the whole partition.
             if raw.execute("SELECT to_regclass(%s) IS NOT NULL", (index_name(key_hash),)).fetchone()[0]:
@@ -159,7 +159,7 @@ class Blocks:
             self.load(raw, partition)
 
     @staticmethod
-    def _create(raw: Any, leaf: str, key_hash: int, block: Block) -> None:
+    def create(raw: Any, leaf: str, key_hash: int, block: Block) -> None:
         raw.execute(f"SET maintenance_work_mem = '{BUILD_MEMORY}'")
         try:
             raw.execute(

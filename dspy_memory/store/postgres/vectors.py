@@ -130,7 +130,7 @@ class VectorIndex:
     @staticmethod
     def nearest_query(
         query: np.ndarray,
-        count: int,
+        count: int | list[int],
         *,
         partition: str | None,
         agent_id: str | None,
@@ -138,9 +138,9 @@ class VectorIndex:
         key_hash: int | None,
         ranges: list[tuple[int, int | None, bool]],
     ) -> tuple[str, list[Any]]:
-        """The SQL (shared style) of the `count` nearest rows of each range of row ids (each row
-        with its range's position): through the block's partial HNSW index for an indexed range,
-        else an exact scan."""
+        """The SQL (shared style) of the `count` nearest rows of each range of row ids (`count[i]`
+        of range i, given a list), each row with its range's position: through the block's
+        partial HNSW index for an indexed range, else an exact scan."""
         scoped, scope_params = [], []
         for column, value in (("partition_key", partition), ("agent_id", agent_id), ("run_id", run_id)):
             if value is not None:
@@ -162,7 +162,7 @@ class VectorIndex:
                 f"(SELECT row_id, {distance} AS distance, {position} AS part FROM memory_vectors "
                 f"{'WHERE ' + ' AND '.join(where) if where else ''} ORDER BY distance LIMIT ?)"
             )
-            params += [query, *scope_params, count]
+            params += [query, *scope_params, count if isinstance(count, int) else count[position]]
         return " UNION ALL ".join(parts), params
 
     def nearest(
@@ -178,24 +178,59 @@ class VectorIndex:
         blocks: list[Block],
     ) -> list[tuple[int, float]]:
         """Up to `count` (row_id, cosine distance) pairs nearest to `query`: the nearest of each
-        block (through its index) and of the rest (exactly), merged by distance. A block whose
-        index gave fewer than `count` rows (the filters rejected rows its `ef_search` reached, or
-        it holds fewer) is scanned exactly instead, so that no row it holds is missed."""
+        block (through its index) and of the rest (exactly), merged by distance.
+
+        An HNSW search costs about its `ef_search`, so each of several blocks is first asked for
+        twice its share of `count` (at least 40): a user's nearest rows spread over its blocks
+        unless they cluster in time, and a block whose rows all rank within the merged `count`
+        may hold more, so it is asked again for `count`. Measured with 5 blocks of 20k (count
+        128): 17-21 ms for shares of 40 against 36-38 ms for 128 each (one index: 11-13 ms)."""
         ranges = Blocks.ranges(blocks) if blocks and key_hash is not None else [(0, None, False)]
         scope = {"partition": partition, "agent_id": agent_id, "run_id": run_id, "key_hash": key_hash}
-        if any(indexed for _, _, indexed in ranges):
-            conn.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(count, EF_SEARCH_MAX))}")
-        rows = conn.execute(*self.nearest_query(query, count, **scope, ranges=ranges)).fetchall()
-        found = [0] * len(ranges)
-        for row in rows:
-            found[row[2]] += 1
-        short = [i for i, (_, _, indexed) in enumerate(ranges) if indexed and found[i] < count]
+        indexed = sum(1 for *_, through_index in ranges if through_index)
+        share = count if indexed <= 1 else min(count, max(40, -(-2 * count // indexed)))
+        asked = [share if through_index else count for *_, through_index in ranges]
+        found = self._each(conn, query, scope, list(enumerate(ranges)), asked)
+        merged = sorted((row for rows in found.values() for row in rows), key=lambda row: row[1])
+        cutoff = merged[count - 1][1] if len(merged) >= count else float("inf")
+        again = [i for i, rows in found.items() if len(rows) == asked[i] < count and rows[-1][1] <= cutoff]
+        if again:
+            found |= self._each(conn, query, scope, [(i, ranges[i]) for i in again], [count] * len(again))
+            merged = sorted((row for rows in found.values() for row in rows), key=lambda row: row[1])
+        return [(row[0], float(row[1])) for row in merged[:count]]
+
+    def _each(
+        self,
+        conn: Any,
+        query: np.ndarray,
+        scope: dict[str, Any],
+        targets: list[tuple[int, tuple[int, int | None, bool]]],
+        asked: list[int],
+    ) -> dict[int, list[Any]]:
+        """{position: its nearest rows, best first} for each (position, range) of `targets`, up
+        to `asked` rows each. An indexed range whose index gave fewer rows than asked (the
+        filters rejected rows its `ef_search` reached, or it holds fewer) is scanned exactly
+        instead, so that no row it holds is missed."""
+        ranges = [target for _, target in targets]
+        widest = max((n for n, (*_, through_index) in zip(asked, ranges) if through_index), default=0)
+        if widest:
+            conn.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(widest, EF_SEARCH_MAX))}")
+        found: dict[int, list[Any]] = {position: [] for position, _ in targets}
+        for row in conn.execute(*self.nearest_query(query, asked, **scope, ranges=ranges)).fetchall():
+            found[targets[row[2]][0]].append(row)
+        short = [
+            j
+            for j, (*_, through_index) in enumerate(ranges)
+            if through_index and len(found[targets[j][0]]) < asked[j]
+        ]
         if short:
-            exact = [(ranges[i][0], ranges[i][1], False) for i in short]
-            rows = [row for row in rows if row[2] not in short]
-            rows += conn.execute(*self.nearest_query(query, count, **scope, ranges=exact)).fetchall()
-        rows.sort(key=lambda row: row[1])
-        return [(row[0], float(row[1])) for row in rows[:count]]
+            exact = [(ranges[j][0], ranges[j][1], False) for j in short]
+            sql, params = self.nearest_query(query, [asked[j] for j in short], **scope, ranges=exact)
+            for j in short:
+                found[targets[j][0]] = []
+            for row in conn.execute(sql, params).fetchall():
+                found[targets[short[row[2]]][0]].append(row)
+        return {position: sorted(rows, key=lambda row: row[1]) for position, rows in found.items()}
 
     @staticmethod
     def _kept(
