@@ -227,9 +227,9 @@ class PostgresConfig(CheckedSettings):
     # Split the search tables (vectors, keyword terms) by hash of the user id into this many
     # partitions when the schema is created (1: no partitioning). Decided once per database.
     partitions: int = Field(1, ge=1, le=1024)
-    # A vector partition (a user's rows) of up to this many rows is searched exactly and has no
-    # HNSW index (inserts and erasures pay no graph); a larger one gets its own index, built
-    # after the write that took it past this, and is searched through it.
+    # The rows of one HNSW block: a user's vectors are indexed in blocks of this many rows (each
+    # built after the write that fills it); the rest, fewer than this, are searched exactly, so
+    # no insert pays a graph insertion. At least 1 (store/postgres/hnsw_blocks.py).
     exact_max_rows: int = Field(20_000, ge=0)
 
 

@@ -241,6 +241,45 @@ def timed_load(memory: Any, texts: list[str], users: list[str], *, batch: int) -
     }
 
 
+def timed_search(
+    memory: Any, queries: np.ndarray, stored: np.ndarray, user: str, *, k: int = 10
+) -> dict[str, float]:
+    """Dense search in `user`'s scope through the store (the coarse count k=10 gets in retrieval,
+    128): p50 ms over `queries`, and recall@k against the exact cosine top-k of `stored` (the
+    scope's vectors), counted by similarity so that duplicate texts do not matter."""
+    from dspy_memory.store.queries import TimeView
+    from dspy_memory.types import Scope
+
+    store, scope, view = memory.store, Scope(user_id=user), TimeView.at()
+    predicate = store.memory_predicate(scope, view)
+    unit = stored / np.linalg.norm(stored, axis=1, keepdims=True)
+    times, found = [], 0
+    for query in queries:
+        start = time.perf_counter()
+        hits = store.dense_search(query, scope, predicate, k, coarse=128, reference=view.as_of)
+        times.append(time.perf_counter() - start)
+        kth = np.sort(unit @ (query / np.linalg.norm(query)))[-k]
+        found += sum(bool(hit.score >= kth - 1e-5) for hit in hits)
+    return {"search_p50_ms": float(np.median(times) * 1000), "recall_at_10": found / (k * len(queries))}
+
+
+def merge_blocks(memory: Any, location: str, user: str) -> None:
+    """Replace the user's HNSW blocks by one block over all its rows (what merging blocks in
+    maintenance would leave), to time a search through one index against one through many."""
+    import psycopg
+
+    from dspy_memory.store.postgres.hnsw_blocks import Block, Blocks
+
+    blocks = memory.store.vectors.blocks
+    with psycopg.connect(location, autocommit=True) as raw:
+        key_hash, known = blocks.load(raw, user)
+        last = raw.execute("SELECT max(row_id) FROM memory_vectors WHERE partition_key = %s", (user,))
+        Blocks.create(raw, "memory_vectors", key_hash, Block(0, last.fetchone()[0]))
+        for block in known:
+            raw.execute(f"DROP INDEX {block.name(key_hash)}")
+        blocks.load(raw, user)
+
+
 def erase_timing(
     places: Places,
     backend: str,
@@ -289,6 +328,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--exact-max-rows", type=int, default=20_000, help="postgres.exact_max_rows")
     parser.add_argument("--erase-rows", type=int, default=1000, help="rows of the erased user (of 3x)")
     parser.add_argument("--layouts", default="one,spread", help="one (one scope), spread (100 scopes)")
+    parser.add_argument(
+        "--queries", type=int, default=100, help="dense searches timed in the one-scope store"
+    )
+    parser.add_argument(
+        "--one-block",
+        action="store_true",
+        help="then search the one-scope PostgreSQL store again with its blocks merged into one index",
+    )
     parser.add_argument("--tmp", default=None)
     parser.add_argument("--out", default=str(RESULTS_DIR / "bench_backends.json"))
     args = parser.parse_args(argv)
@@ -313,6 +360,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 location = places.location(backend, f"adds-{layout.replace(' ', '-')}")
                 with places.open(location, embedder) as memory:
                     rates = timed_load(memory, texts[: args.size], users, batch=args.batch)
+                    if len(users) == 1 and args.queries:
+                        places.settle(backend, location)
+                        queries = model.embed([f"what about {text}?" for text in texts[: args.queries]])
+                        rates |= timed_search(memory, queries, matrix[: args.size], users[0])
+                        if backend == "postgres" and args.one_block:
+                            merge_blocks(memory, location, users[0])
+                            places.settle(backend, location)
+                            one = timed_search(memory, queries, matrix[: args.size], users[0])
+                            rates |= {f"{key}_one_block": value for key, value in one.items()}
                 places.drop(backend, location)
                 results["runs"].append({"backend": backend, "layout": layout, **rates})
                 print(f"{layout}, {backend}: {rates}", flush=True)
@@ -345,6 +401,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ]
         for layout in dict.fromkeys(run["layout"] for run in results["runs"])
     ]
+    searched = [run for run in results["runs"] if "search_p50_ms" in run]
     report = [
         f"Adds of {args.size} memories, precomputed vectors ({model.name}), batches of {args.batch}",
         "",
@@ -359,6 +416,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ],
             rows,
         ),  # fmt: skip
+        "",
+        "dense search in the one-scope store, k=10: "
+        + "; ".join(
+            f"{run['backend']} p50 {run['search_p50_ms']:.1f} ms, recall@10 {run['recall_at_10']:.3f}"
+            + (
+                f" (its blocks merged into one index: p50 {run['search_p50_ms_one_block']:.1f} ms, "
+                f"recall@10 {run['recall_at_10_one_block']:.3f})"
+                if "search_p50_ms_one_block" in run
+                else ""
+            )
+            for run in searched
+        ),
         "",
         f"delete_scope of {args.erase_rows} rows in a {3 * args.erase_rows}-row store, seconds",
         "",

@@ -15,7 +15,6 @@ from dspy_memory.embed import HashEmbedder
 from dspy_memory.errors import MemoryFileError
 from dspy_memory.store import Store
 from dspy_memory.store.postgres.dialect import prepared, translate
-from dspy_memory.store.postgres.vectors import index_name
 from dspy_memory.store.sqlite.migrations import MIGRATIONS
 
 from .pg import Raw, fresh_schema
@@ -262,7 +261,8 @@ def test_an_erased_vector_leaves_the_hnsw_index_file(pg_url):
     skips it when few rows died (seen at 100k memories; this small table does not reach that).
     One-hot vectors: unit length already, so the index (which normalizes for cosine) stores
     exactly these bytes; the secret's is the only one with its 1.0 in the last place. Ada's
-    partition (3 rows) outgrows exact_max_rows, so it has its HNSW index."""
+    first two rows (the secret the second) fill a block of exact_max_rows, so they have an HNSW
+    index, which keeps the other row when the secret is erased."""
     from dspy_memory import CallableEmbedder
 
     def one_hot(texts):
@@ -274,17 +274,19 @@ def test_an_erased_vector_leaves_the_hnsw_index_file(pg_url):
     embedder = CallableEmbedder(one_hot, name="one-hot-v1")
     with Memory(pg_url, embedder=embedder, postgres={"exact_max_rows": 2}) as memory:
         memory.add([f"background note {'x' * (i % 90)} {i}" for i in range(200)], user_id="bob", infer=False)
-        memory.add(["Ada likes tea.", "Ada reads maps."], user_id="ada", infer=False)
+        memory.add("Ada likes tea.", user_id="ada", infer=False)
         [record] = memory.add("Ada's secret is zanzibarquartz.", user_id="ada", infer=False).memories
+        memory.add("Ada reads maps.", user_id="ada", infer=False)
         vector = np.array(one_hot(["secret"])[0], dtype=np.float32).tobytes()
         with Raw(pg_url) as raw:
             folder = raw.execute("SHOW data_directory").fetchone()[0]
             if not pathlib.Path(folder).is_dir():
                 pytest.skip("the server's files are not on this machine")
-            ada_hash = raw.execute("SELECT hashtext(?)", ("ada",)).fetchone()[0]
-            relative = raw.execute(
-                "SELECT pg_relation_filepath(to_regclass(?))", (index_name(ada_hash),)
-            ).fetchone()[0]
+            tag = raw.execute("SELECT replace(hashtext(?)::text, '-', 'n')", ("ada",)).fetchone()[0]
+            [(relative,)] = raw.execute(
+                "SELECT pg_relation_filepath(oid) FROM pg_class WHERE relname LIKE ? AND relkind = 'i'",
+                (f"mv_hnsw_{tag if tag.startswith('n') else 'p' + tag}_%",),
+            ).fetchall()
             raw.execute("CHECKPOINT")
             index_file = pathlib.Path(folder) / relative
             assert vector in index_file.read_bytes(), "the scan must see the vector before the erasure"
