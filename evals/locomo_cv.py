@@ -5,10 +5,10 @@ chosen measured on the conversation left out.
 For each of the five development conversations in turn, the other four choose the settings:
 first the context window and fusion (stage 1: `turn_context_before/after`,
 `keyword_context_weight`, `fusion`, `rrf_k`, `dense_weight`), then, with those, the sources'
-depth and agreement (stage 2: `candidates`, `agreement_depth`, `agreement_share`,
-`disagreement_dense_weight`), then the time boosts and graph expansion (stage 3:
-`temporal_weight`, `when_weight`, `graph_in_hybrid`, `graph_depth`), then what was said around
-a strong hit (stage 4: `said_together_weight`); at each stage the library's default stays unless another setting beats it by more
+depth, their agreement and what was said around a strong hit, jointly (stage 2: `candidates`,
+`agreement_depth`, `agreement_share`, `disagreement_dense_weight`, `said_together_weight`),
+then the time boosts and graph expansion (stage 3: `temporal_weight`, `when_weight`,
+`graph_in_hybrid`, `graph_depth`); at each stage the library's default stays unless another setting beats it by more
 than MARGIN on the four. The conversation left out is then searched with what was chosen. The cross-validated
 number pools the held-out questions of the five folds: it estimates what the whole procedure
 gives on a conversation it never saw. Each recipe gets the same procedure (keyword: the
@@ -67,6 +67,8 @@ AGREEMENTS: list[dict[str, Any]] = [
         for depth, share, floor in itertools.product((10, 20), (0.25, 0.5), (0.1, 0.3))
     ),
 ]
+# Stage 2 too: what was said around a strong hit rising with it.
+SAID_TOGETHER: list[dict[str, Any]] = [{"said_together_weight": weight} for weight in (0.0, 0.1, 0.2, 0.3)]
 # Stage 3, on what stages 1 and 2 chose.
 BOOSTS: list[dict[str, Any]] = [
     {
@@ -77,8 +79,6 @@ BOOSTS: list[dict[str, Any]] = [
     }
     for temporal, when, depth in itertools.product((0.0, 0.2, 0.4, 0.6), (0.0, 0.1), (None, 1, 2))
 ]
-# Stage 4, on what stages 1-3 chose: what was said around a strong hit rising with it.
-SAID_TOGETHER: list[dict[str, Any]] = [{"said_together_weight": weight} for weight in (0.0, 0.1, 0.2, 0.3)]
 RECIPES = ("keyword", "dense", "hybrid")
 Setting = tuple[tuple[int, int], tuple[tuple[str, Any], ...]]  # (window, read-time settings)
 
@@ -193,13 +193,19 @@ def choose(
 
 
 def stage_two(recipe: str) -> list[dict[str, Any]]:
-    """The source settings stage 2 tries for `recipe`."""
+    """The settings stage 2 tries for `recipe`, jointly: they act together (more candidates give
+    agreement and said-together more to work with; measured alone, neither clears MARGIN)."""
     agreements = AGREEMENTS if recipe == "hybrid" else AGREEMENTS[:1]
-    return [{"candidates": n, **agreement} for n in CANDIDATES for agreement in agreements]
+    return [
+        {"candidates": n, **agreement, **together}
+        for n in CANDIDATES
+        for agreement in agreements
+        for together in SAID_TOGETHER
+    ]
 
 
 def settings_tried(recipe: str) -> int:
-    return len(stage_one(recipe)) + len(stage_two(recipe)) + len(BOOSTS) + len(SAID_TOGETHER)
+    return len(stage_one(recipe)) + len(stage_two(recipe)) + len(BOOSTS)
 
 
 def with_boosts(setting: Setting, boosts: dict[str, Any]) -> Setting:
@@ -208,7 +214,7 @@ def with_boosts(setting: Setting, boosts: dict[str, Any]) -> Setting:
 
 
 def select(trials: Trials, recipe: str, train: set[str]) -> Setting:
-    """Stages 1 to 4, each chosen on `train` only."""
+    """Stages 1, 2 and 3, each chosen on `train` only."""
 
     def measure(setting: Setting) -> list[Answered]:
         return trials.measure(recipe, setting)
@@ -217,8 +223,7 @@ def select(trials: Trials, recipe: str, train: set[str]) -> Setting:
     second = choose(
         [with_boosts(first, sources) for sources in stage_two(recipe)], measure, train, margin=MARGIN
     )
-    third = choose([with_boosts(second, boosts) for boosts in BOOSTS], measure, train, margin=MARGIN)
-    return choose([with_boosts(third, together) for together in SAID_TOGETHER], measure, train, margin=MARGIN)
+    return choose([with_boosts(second, boosts) for boosts in BOOSTS], measure, train, margin=MARGIN)
 
 
 def describe(setting: Setting) -> str:
@@ -265,7 +270,6 @@ def cross_validate(args: argparse.Namespace, conversations: list[Conversation]) 
                             "dense_weight",
                             *stage_two("hybrid")[0],
                             *BOOSTS[0],
-                            *SAID_TOGETHER[0],
                         )
                     }.items()
                 )

@@ -219,9 +219,9 @@ def test_cv_holds_out_each_conversation_and_reports_it_per_conversation_and_cate
     assert set(hybrid["folds"]) == {"conv-a", "conv-b", "conv-c"}
     assert hybrid["cv"]["questions"]["overall"] == 9  # three held-out questions a fold, pooled
     assert set(hybrid["cv"]["recall"]) == {"overall", "temporal", "single-hop"}
-    # two windows x two fusions, two agreements, two boosts, two said-together weights
-    assert hybrid["settings_tried"] == 2 * 2 + 2 + 2 + 2
-    assert report["recipes"]["dense"]["settings_tried"] == 1 + 1 + 2 + 2
+    # two windows x two fusions, two agreements x two said-together weights, two boosts
+    assert hybrid["settings_tried"] == 2 * 2 + 2 * 2 + 2
+    assert report["recipes"]["dense"]["settings_tried"] == 1 + 2 + 2
     printed = capsys.readouterr().out
     assert "held out" in printed and "hybrid >= both" in printed and "sR@10" in printed
     against = report["hybrid_against"]["keyword"]
