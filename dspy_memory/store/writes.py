@@ -17,6 +17,7 @@ from dspy_memory.store.queries import (
     MEMORY_FROM,
     Predicate,
     TimeView,
+    link_sources,
     not_found,
     record_from_row,
     scope_predicate,
@@ -156,10 +157,7 @@ class MemoryWrites:
                 [item.run_id or "" for item in items],
                 np.stack([np.asarray(item.embedding, dtype=np.float32) for item in items]),
             )
-            conn.executemany(
-                "INSERT INTO memory_sources (memory_id, episode_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                [(item.id, ep, created_at) for item in items for ep in item.episode_ids],
-            )
+            link_sources(conn, [(item.id, ep, created_at) for item in items for ep in item.episode_ids])
             self.turn_context.indexed(conn, contexts)
             conn.executemany(
                 _INSERT_EVENT,
@@ -352,10 +350,7 @@ class MemoryWrites:
             )
             if row["archived_at"] is not None:
                 self.log_event(conn, row, "RESTORE", actor="write", reason="stated again")
-            conn.executemany(
-                "INSERT INTO memory_sources (memory_id, episode_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                [(memory_id, episode_id, now_db()) for episode_id in episode_ids],
-            )
+            link_sources(conn, [(memory_id, episode_id, now_db()) for episode_id in episode_ids])
             self._log_change("confirm", row, "write", memory_id)
         return True
 

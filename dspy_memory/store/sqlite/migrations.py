@@ -11,7 +11,7 @@ from typing import Any
 
 from dspy_memory.errors import SchemaError
 from dspy_memory.store.sqlite.keywords import scope_tokens
-from dspy_memory.store.sqlite.schema_compact import V10, V11, V12
+from dspy_memory.store.sqlite.schema_compact import V10, V11, V12, V13
 from dspy_memory.store.sqlite.schema_v1 import V1, sql_list
 from dspy_memory.types import FEEDBACK_SOURCES, FEEDBACK_VERDICTS
 from dspy_memory.util.timeutil import now_db
@@ -266,6 +266,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(11, "turn context links by episode rowid", V11),
     Migration(12, "a keyword index that stores no text", V12),
+    Migration(13, "source links by rowids, current memories by a hash prefix", V13),
 )
 # The migration after which the Store builds the contexts of the turns the file already held.
 TURN_CONTEXT_VERSION = 5
