@@ -98,3 +98,18 @@ def test_a_link_to_an_episode_that_does_not_exist_is_refused(tmp_path):
                     (record.id, AT),
                 )
         assert len(sources(memory)) == 1
+
+
+def test_current_memories_are_found_by_their_whole_hash_in_their_scope_only(tmp_path):
+    from dspy_memory.types import Scope
+    from dspy_memory.util.text import content_hash
+
+    with Memory(str(tmp_path / "m.db"), embedder=HashEmbedder(32)) as memory:
+        memory.add([f"message {i} of a long chat" for i in range(50)], user_id="ada", at=AT)
+        memory.add("message 7 of a long chat", user_id="bo", at=AT)
+        digest = content_hash("message 7 of a long chat")
+        # Same first 16 hex digits, another hash: the prefix picks rows, the whole hash decides.
+        twin = digest[:16] + "0" * 48
+        found = memory.store.current_by_hash([digest, twin], Scope(user_id="ada"))
+        assert list(found) == [digest] and found[digest].user_id == "ada"
+        assert found[digest].content == "message 7 of a long chat"

@@ -387,7 +387,9 @@ class Eraser:
             )
         }
         for column, ids in by.items():
-            conn.execute(f"DELETE FROM memory_sources WHERE {column} IN (SELECT value FROM json_each(?))", (ids,))
+            conn.execute(
+                f"DELETE FROM memory_sources WHERE {column} IN (SELECT value FROM json_each(?))", (ids,)
+            )
         return len(links)
 
     def _delete_rows(self, conn: Any, row_ids: list[int]) -> dict[str, int]:

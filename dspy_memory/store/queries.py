@@ -54,6 +54,7 @@ def link_sources(conn: Any, links: Iterable[tuple[str, str, str]]) -> None:
         [(memory_id, episode_id, at, memory_id, episode_id) for memory_id, episode_id, at in links],
     )
 
+
 M = TypeVar("M", bound=BaseModel)
 
 _COMPARISONS = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}

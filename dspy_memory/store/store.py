@@ -224,10 +224,17 @@ class Store(LifecycleRows, WriteConflicts, AccessStatistics, Inspection):
         """{content hash: memory} for memories of the scope that are believed and true now."""
         view = TimeView.at()
         predicate = time_predicate(scope_predicate(Predicate(), scope), view)
+        # By the index of current rows by hash prefix (SQLite; without the hint the planner reads
+        # the whole scope: 7 ms instead of 0.02 at 10k in one scope).
+        prefixes = json.dumps(sorted({digest[:16] for digest in hashes}))
+        predicate.add("m.expired_at IS NULL")
+        predicate.add("substr(m.content_hash, 1, 16) IN (SELECT value FROM json_each(?))", prefixes)
         predicate.add("m.content_hash IN (SELECT value FROM json_each(?))", json.dumps(list(hashes)))
         with self._conns.read() as conn:
             rows = conn.execute(
-                f"SELECT {MEMORY_COLUMNS} FROM {MEMORY_FROM} WHERE {predicate.sql}", predicate.params
+                f"SELECT {MEMORY_COLUMNS} FROM memories m INDEXED BY memories_hash {ENTITY_JOINS} "
+                f"WHERE {predicate.sql}",
+                predicate.params,
             ).fetchall()
         return {record.content_hash: record for record in (record_from_row(row, view) for row in rows)}
 
