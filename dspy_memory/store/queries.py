@@ -44,6 +44,16 @@ MEMORY_FROM = f"memories m {ENTITY_JOINS}"
 CANDIDATES_FROM = "json_each(?) AS candidate CROSS JOIN memories m ON m.row_id = candidate.value"
 
 
+def event_new_content(alias: str) -> str:
+    """The new text of the event `alias` as it reads: an ADD event stores none when it is the
+    text of the version it created (store/writes.py), which that version's row holds."""
+    return (
+        f"CASE WHEN {alias}.event = 'ADD' AND {alias}.new_content IS NULL THEN (SELECT v.content "
+        f"FROM memories v WHERE v.id = {alias}.memory_id AND v.version = {alias}.version) "
+        f"ELSE {alias}.new_content END"
+    )
+
+
 def link_sources(conn: Any, links: Iterable[tuple[str, str, str]]) -> None:
     """Link memories to episodes they came from ((memory id, episode id, time) each); a link
     that exists stays as it is. No ON CONFLICT: on SQLite `memory_sources` is a view

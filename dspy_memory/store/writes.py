@@ -102,7 +102,8 @@ class MemoryWrites:
         audit: bool = True,
     ) -> list[int]:
         """Insert memory rows with their vectors, keyword entries, sources and events (whose
-        new content is the row's unless `new_content` says otherwise), logged in the audit log
+        new content is the row's unless `new_content` says otherwise; an ADD stores it only
+        then: the row holds it, store/queries.py, `event_new_content`), logged in the audit log
         as `event` unless the caller logs the change itself (`audit` False)."""
         if not items:
             return []
@@ -170,7 +171,8 @@ class MemoryWrites:
                         event,
                         item.version,
                         old_content,
-                        new_content if new_content is not None else item.content,
+                        # An ADD's text is its version's: not stored twice (event_new_content).
+                        new_content if new_content is not None or event == "ADD" else item.content,
                         reason,
                         actor,
                         event_episode_id or (item.episode_ids[0] if item.episode_ids else None),
