@@ -38,7 +38,12 @@ def test_an_add_event_stores_no_text_and_history_shows_the_text_of_its_version(m
     events = memory.history(record.id, user_id="ada")
     assert [(e.event, e.version, e.old_content, e.new_content) for e in events] == [
         ("ADD", 1, None, f"ada keeps a {WORD} in the garden"),
-        ("UPDATE", updated.version, f"ada keeps a {WORD} in the garden", "ada keeps two of them in the garden"),
+        (
+            "UPDATE",
+            updated.version,
+            f"ada keeps a {WORD} in the garden",
+            "ada keeps two of them in the garden",
+        ),
     ]
 
 
@@ -47,7 +52,9 @@ def test_export_carries_the_add_events_text_and_a_second_import_adds_no_event(me
     path = str(tmp_path / "bo.jsonl")
     memory.export(path, user_id="bo")
     with open(path, encoding="utf-8") as file:
-        assert f"bo plants a {WORD}" in next(line for line in file if line.startswith("{") and "\"ADD\"" in line)
+        assert f"bo plants a {WORD}" in next(
+            line for line in file if line.startswith("{") and '"ADD"' in line
+        )
     # Into another store, and back into this one: the event is held already.
     with Memory(str(tmp_path / "target.db"), embedder=HashEmbedder(64)) as target:
         assert target.import_(path).new["memory_event"] == 1
@@ -62,5 +69,7 @@ def test_export_carries_the_add_events_text_and_a_second_import_adds_no_event(me
 def test_an_erased_memory_leaves_no_text_in_its_events(memory):
     record = memory.add(f"cy hides a {WORD}", user_id="cy").memories[0]
     memory.delete(record.id, user_id="cy")
-    assert all(e.new_content is None and e.old_content is None for e in memory.history(record.id, user_id="cy"))
+    assert all(
+        e.new_content is None and e.old_content is None for e in memory.history(record.id, user_id="cy")
+    )
     assert leaks(memory.store.path, [WORD]) == []

@@ -113,3 +113,24 @@ def test_current_memories_are_found_by_their_whole_hash_in_their_scope_only(tmp_
         found = memory.store.current_by_hash([digest, twin], Scope(user_id="ada"))
         assert list(found) == [digest] and found[digest].user_id == "ada"
         assert found[digest].content == "message 7 of a long chat"
+
+
+def test_events_without_an_agent_or_run_take_no_entries_in_those_indexes_and_agent_scopes_still_erase(
+    tmp_path,
+):
+    with Memory(str(tmp_path / "m.db"), embedder=HashEmbedder(32)) as memory:
+        memory.add(CHAT, user_id="ada", at=AT)
+        memory.add(CHAT, agent_id="planner", at=AT)
+        with memory.store.snapshot() as conn:
+            cells = {
+                name: conn.execute("SELECT sum(ncell) FROM dbstat WHERE name = ?", (name,)).fetchone()[0]
+                for name in ("memory_events_agent", "memory_events_run")
+            }
+        assert cells == {"memory_events_agent": 3, "memory_events_run": 0}
+        memory.delete_scope(agent_id="planner")
+        with memory.store.snapshot() as conn:
+            assert (
+                conn.execute("SELECT count(*) FROM memory_events WHERE agent_id = 'planner'").fetchone()[0]
+                == 0
+            )
+            assert conn.execute("SELECT count(*) FROM memory_events WHERE user_id = 'ada'").fetchone()[0] == 3

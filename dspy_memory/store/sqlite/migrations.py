@@ -266,7 +266,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(11, "turn context links by episode rowid", V11),
     Migration(12, "a keyword index that stores no text", V12),
-    Migration(13, "source links by rowids, current memories by a hash prefix", V13),
+    Migration(
+        13,
+        "source links by rowids; current memories by a hash prefix; events by agent or run only where set",
+        V13,
+    ),
 )
 # The migration after which the Store builds the contexts of the turns the file already held.
 TURN_CONTEXT_VERSION = 5

@@ -89,7 +89,8 @@ V12 = (
 # links (trigger). `memory_sources` stays, as a view by ids, for the shared SQL and PostgreSQL
 # (which keeps its table); the view takes INSERT and DELETE. A link to a memory or an episode
 # that does not exist is refused, as the foreign key of the table refused it. Current memories
-# are found by the first 16 hex digits of their hash (the queries compare the whole hash).
+# are found by the first 16 hex digits of their hash (the queries compare the whole hash), and
+# events, like memories and episodes in V10, only by the agent or run they have.
 V13 = (
     """CREATE TABLE memory_source_links (
         memory_row INTEGER NOT NULL,
@@ -126,6 +127,14 @@ V13 = (
     """CREATE TRIGGER episodes_unsource AFTER DELETE ON episodes BEGIN
         DELETE FROM memory_source_links WHERE episode_row = OLD.rowid;
     END""",
+    *(
+        statement
+        for column in ("agent", "run")
+        for statement in (
+            f"DROP INDEX memory_events_{column}",
+            f"CREATE INDEX memory_events_{column} ON memory_events ({column}_id) WHERE {column}_id IS NOT NULL",
+        )
+    ),
     "DROP INDEX memories_hash",
     "CREATE INDEX memories_hash ON memories (substr(content_hash, 1, 16)) WHERE expired_at IS NULL",
 )
