@@ -134,3 +134,22 @@ def test_events_without_an_agent_or_run_take_no_entries_in_those_indexes_and_age
                 == 0
             )
             assert conn.execute("SELECT count(*) FROM memory_events WHERE user_id = 'ada'").fetchone()[0] == 3
+
+
+def test_source_links_are_read_for_checksums_in_key_order_a_batch_of_memories_at_a_time(tmp_path):
+    from dataclasses import replace
+
+    from dspy_memory.store import checksums
+
+    with Memory(str(tmp_path / "m.db"), embedder=HashEmbedder(32)) as memory:
+        memory.add([f"message {i} of a long chat" for i in range(40)], user_id="ada", at=AT)
+        memory.add(["message 3 of a long chat", "message 5 of a long chat"], user_id="ada", at=AT)
+        [table] = [table for table in checksums.TABLES if table.name == "memory_sources"]
+        with memory.store.snapshot() as conn:
+            columns = checksums.column_names(conn, table.name)
+            pages = list(checksums.pages(conn, table, columns, 7))
+            in_key_order = checksums.digest(conn, replace(table, lead=None), columns, 1000)
+            assert checksums.digest(conn, table, columns, 7) == in_key_order
+    keys = [table.key_of(row) for page in pages for row in page]
+    assert len(keys) == in_key_order[0] == 42 and keys == sorted(keys)
+    assert len(pages) == 6  # 40 memories, 7 a page; two of them have two sources
