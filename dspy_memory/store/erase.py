@@ -377,19 +377,11 @@ class Eraser:
         """Delete the links of the erased memories and episodes (other memories lose theirs to
         those episodes) while both ends exist: on SQLite they are a view joining them, where a
         DELETE counts no rows (store/sqlite/schema_compact.py, V13). Returns how many."""
-        by = {"memory_id": _ids(memory_ids), "episode_id": _ids(episode_ids)}
-        links = {
-            tuple(row)
-            for column, ids in by.items()
-            for row in conn.execute(
-                f"SELECT memory_id, episode_id FROM memory_sources WHERE {column} IN (SELECT value FROM json_each(?))",
-                (ids,),
-            )
-        }
-        for column, ids in by.items():
-            conn.execute(
-                f"DELETE FROM memory_sources WHERE {column} IN (SELECT value FROM json_each(?))", (ids,)
-            )
+        links: set[tuple[str, str]] = set()
+        for column, ids in (("memory_id", _ids(memory_ids)), ("episode_id", _ids(episode_ids))):
+            where = f"FROM memory_sources WHERE {column} IN (SELECT value FROM json_each(?))"
+            links.update(tuple(row) for row in conn.execute(f"SELECT memory_id, episode_id {where}", (ids,)))
+            conn.execute(f"DELETE {where}", (ids,))
         return len(links)
 
     def _delete_rows(self, conn: Any, row_ids: list[int]) -> dict[str, int]:
