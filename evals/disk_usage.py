@@ -29,7 +29,7 @@ PARTS = (
     ("memories: unique (id, version) index", ("sqlite_autoindex_memories",)),
     ("episodes and their indexes", ("episodes", "sqlite_autoindex_episodes")),
     ("memory events", ("memory_events",)),
-    ("memory sources", ("memory_sources", "sqlite_autoindex_memory_sources")),
+    ("memory sources", ("memory_sources", "sqlite_autoindex_memory_sources", "memory_source_links")),
     ("audit log", ("audit_log",)),
 )
 

@@ -37,6 +37,11 @@ class Table:
     key: tuple[str, ...]
     # No primary key, a unique scope instead: the key is the scope with NULL read as ''.
     scoped: bool = False
+    # (table, column) whose values, in order, are those of the key's first column: rows are
+    # read a batch of those at a time (`pages`). On SQLite `memory_sources` is a view over
+    # integer links (store/sqlite/schema_compact.py, V13) that only a sort of every row puts in
+    # key order: per page, 40 s instead of 4 for its 100k rows.
+    lead: tuple[str, str] | None = None
 
     @property
     def key_sql(self) -> str:
@@ -52,7 +57,7 @@ TABLES = (
     Table("entities", ("id",)),
     Table("episodes", ("id",)),
     Table("memories", ("row_id",)),
-    Table("memory_sources", ("memory_id", "episode_id")),
+    Table("memory_sources", ("memory_id", "episode_id"), lead=("memories", "id")),
     Table("memory_events", ("id",)),
     Table("blocks", ("id",)),
     Table("block_versions", ("block_id", "version")),
@@ -77,7 +82,12 @@ def column_names(conn: Any, table: str) -> list[str]:
 
 
 def pages(conn: Any, table: Table, columns: list[str], size: int) -> Iterator[list[dict[str, Any]]]:
-    """Every row of `table`, in key order, `size` rows at a time (as dicts by column name)."""
+    """Every row of `table`, in key order, `size` rows at a time (as dicts by column name); with
+    a `lead`, the rows of `size` of its values at a time (rows whose first key is not among
+    them are not read: on SQLite there are none)."""
+    if table.lead is not None:
+        yield from _pages_by_lead(conn, table, table.lead, columns, size)
+        return
     after: tuple[Any, ...] | None = None
     marks = ", ".join("?" * len(table.key))
     while True:
@@ -91,6 +101,32 @@ def pages(conn: Any, table: Table, columns: list[str], size: int) -> Iterator[li
         page = [dict(zip(columns, row)) for row in rows]
         yield page
         after = table.key_of(page[-1])
+
+
+def _pages_by_lead(
+    conn: Any, table: Table, lead: tuple[str, str], columns: list[str], size: int
+) -> Iterator[list[dict[str, Any]]]:
+    source, column = lead
+    after: str | None = None
+    while True:
+        where = f"WHERE {column} > ? " if after is not None else ""
+        values = [
+            row[0]
+            for row in conn.execute(
+                f"SELECT {column} FROM {source} {where}GROUP BY {column} ORDER BY {column} LIMIT ?",
+                [*([after] if after is not None else []), size],
+            )
+        ]
+        if not values:
+            return
+        rows = conn.execute(
+            f"SELECT {', '.join(columns)} FROM {table.name} "
+            f"WHERE {table.key[0]} IN (SELECT value FROM json_each(?)) ORDER BY {table.key_sql}",
+            (json.dumps(values),),
+        ).fetchall()
+        if rows:
+            yield [dict(zip(columns, row)) for row in rows]
+        after = values[-1]
 
 
 def _canonical(name: str, value: Any) -> Any:

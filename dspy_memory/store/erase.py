@@ -200,6 +200,7 @@ class Eraser:
             ),
             "feedback": self._erase_feedback(conn, memory_ids, episode_ids, rows, verbatim=actor is not None),
         }
+        counts["sources"] = self._unlink_sources(conn, memory_ids, episode_ids)
         counts.update(self._delete_rows(conn, [row["row_id"] for row in rows]))
         # Entity names are content too: those no other memory points at go with it.
         counts["entities"] = conn.execute(
@@ -207,13 +208,6 @@ class Eraser:
             "AND id NOT IN (SELECT subject_id FROM memories WHERE subject_id IS NOT NULL) "
             "AND id NOT IN (SELECT object_id FROM memories WHERE object_id IS NOT NULL)",
             (_ids({ref for row in rows for ref in row[6:8] if ref}),),
-        ).rowcount
-        # Provenance links of the erased memories and of the erased episodes (other memories
-        # lose theirs to those episodes), then the episodes.
-        counts["sources"] = conn.execute(
-            "DELETE FROM memory_sources WHERE memory_id IN (SELECT value FROM json_each(?)) "
-            "OR episode_id IN (SELECT value FROM json_each(?))",
-            (_ids(memory_ids), _ids(episode_ids)),
         ).rowcount
         conn.execute(
             "DELETE FROM memory_links WHERE memory_id IN (SELECT value FROM json_each(?)) "
@@ -377,6 +371,18 @@ class Eraser:
                 (named, _contents(rows)),
             )
         return erased
+
+    @staticmethod
+    def _unlink_sources(conn: Any, memory_ids: set[str], episode_ids: set[str]) -> int:
+        """Delete the links of the erased memories and episodes (other memories lose theirs to
+        those episodes) while both ends exist: on SQLite they are a view joining them, where a
+        DELETE counts no rows (store/sqlite/schema_compact.py, V13). Returns how many."""
+        links: set[tuple[str, str]] = set()
+        for column, ids in (("memory_id", _ids(memory_ids)), ("episode_id", _ids(episode_ids))):
+            where = f"FROM memory_sources WHERE {column} IN (SELECT value FROM json_each(?))"
+            links.update(tuple(row) for row in conn.execute(f"SELECT memory_id, episode_id {where}", (ids,)))
+            conn.execute(f"DELETE {where}", (ids,))
+        return len(links)
 
     def _delete_rows(self, conn: Any, row_ids: list[int]) -> dict[str, int]:
         total, _ = self._vectors.sizes(conn, None)

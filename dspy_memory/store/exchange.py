@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dspy_memory.errors import DSPyMemoryError
-from dspy_memory.store.queries import Predicate, scope_predicate
+from dspy_memory.store.queries import Predicate, event_new_content, scope_predicate
 from dspy_memory.types import Scope
 
 SCOPE = ("user_id", "agent_id", "run_id")
@@ -43,6 +43,7 @@ class Kind:
     order: str
     key: tuple[str, ...] = ()  # empty: matched by the whole row (events, write runs)
     compared: tuple[str, ...] = ()  # what must agree when the key is already held
+    read_as: tuple[tuple[str, str], ...] = ()  # (column, the SQL it is read with over `t`)
 
 
 KINDS = (
@@ -74,7 +75,7 @@ KINDS = (
         "memory_event", "memory_events",
         ("memory_id", *SCOPE, "event", "version", "old_content", "new_content", "reason", "actor",
          "episode_id", "metadata", "created_at"),
-        "t.id",
+        "t.id", read_as=(("new_content", event_new_content("t")),),
     ),
     Kind(
         "block", "blocks",
@@ -121,7 +122,8 @@ def id_list(values: Sequence[Any]) -> str:
 
 
 def select_rows(conn: Any, kind: Kind, where: str, params: Sequence[Any]) -> list[dict[str, Any]]:
-    columns = ", ".join(f"t.{column}" for column in kind.columns)
+    read_as = dict(kind.read_as)
+    columns = ", ".join(read_as.get(column, f"t.{column}") for column in kind.columns)
     rows = conn.execute(
         f"SELECT {columns} FROM {kind.table} t WHERE {where} ORDER BY {kind.order}", list(params)
     ).fetchall()

@@ -43,6 +43,28 @@ MEMORY_FROM = f"memories m {ENTITY_JOINS}"
 # CROSS JOIN the planner may scan the scope's rows instead (measured: 140 ms instead of 1 ms).
 CANDIDATES_FROM = "json_each(?) AS candidate CROSS JOIN memories m ON m.row_id = candidate.value"
 
+
+def event_new_content(alias: str) -> str:
+    """The new text of the event `alias` as it reads: an ADD event stores none when it is the
+    text of the version it created (store/writes.py), which that version's row holds."""
+    return (
+        f"CASE WHEN {alias}.event = 'ADD' AND {alias}.new_content IS NULL THEN (SELECT v.content "
+        f"FROM memories v WHERE v.id = {alias}.memory_id AND v.version = {alias}.version) "
+        f"ELSE {alias}.new_content END"
+    )
+
+
+def link_sources(conn: Any, links: Iterable[tuple[str, str, str]]) -> None:
+    """Link memories to episodes they came from ((memory id, episode id, time) each); a link
+    that exists stays as it is. No ON CONFLICT: on SQLite `memory_sources` is a view
+    (store/sqlite/schema_compact.py, V13), and SQLite takes no UPSERT on a view."""
+    conn.executemany(
+        "INSERT INTO memory_sources (memory_id, episode_id, created_at) SELECT ?, ?, ? "
+        "WHERE NOT EXISTS (SELECT 1 FROM memory_sources WHERE memory_id = ? AND episode_id = ?)",
+        [(memory_id, episode_id, at, memory_id, episode_id) for memory_id, episode_id, at in links],
+    )
+
+
 M = TypeVar("M", bound=BaseModel)
 
 _COMPARISONS = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}

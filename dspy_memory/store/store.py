@@ -30,6 +30,7 @@ from dspy_memory.store.queries import (
     Candidate,
     Predicate,
     TimeView,
+    event_new_content,
     from_row,
     kinds_predicate,
     metadata_predicate,
@@ -224,10 +225,16 @@ class Store(LifecycleRows, WriteConflicts, AccessStatistics, Inspection):
         """{content hash: memory} for memories of the scope that are believed and true now."""
         view = TimeView.at()
         predicate = time_predicate(scope_predicate(Predicate(), scope), view)
+        # By the hash-prefix index of current rows (SQLite; else it reads the scope: 7 ms, not 0.02).
+        prefixes = json.dumps(sorted({digest[:16] for digest in hashes}))
+        predicate.add("m.expired_at IS NULL")
+        predicate.add("substr(m.content_hash, 1, 16) IN (SELECT value FROM json_each(?))", prefixes)
         predicate.add("m.content_hash IN (SELECT value FROM json_each(?))", json.dumps(list(hashes)))
         with self._conns.read() as conn:
             rows = conn.execute(
-                f"SELECT {MEMORY_COLUMNS} FROM {MEMORY_FROM} WHERE {predicate.sql}", predicate.params
+                f"SELECT {MEMORY_COLUMNS} FROM memories m INDEXED BY memories_hash {ENTITY_JOINS} "
+                f"WHERE {predicate.sql}",
+                predicate.params,
             ).fetchall()
         return {record.content_hash: record for record in (record_from_row(row, view) for row in rows)}
 
@@ -275,38 +282,41 @@ class Store(LifecycleRows, WriteConflicts, AccessStatistics, Inspection):
     def records_with_provenance(
         self, row_ids: Sequence[int], view: TimeView
     ) -> dict[int, tuple[MemoryRecord, list[Provenance]]]:
-        """Records of these rows with the episodes they came from, in one query."""
+        """Records of these rows with the episodes they came from. The episodes are read by
+        memory id on their own: on SQLite `memory_sources` is a view (a join), which the right
+        side of a LEFT JOIN would read whole (store/sqlite/schema_compact.py, V13)."""
         if not row_ids:
             return {}
         with self._conns.read() as conn:
-            rows = conn.execute(
-                f"SELECT {MEMORY_COLUMNS}, {PROVENANCE_COLUMNS} FROM {CANDIDATES_FROM} {ENTITY_JOINS} "
-                "LEFT JOIN memory_sources s ON s.memory_id = m.id "
-                "LEFT JOIN episodes e ON e.id = s.episode_id ORDER BY e.occurred_at, e.rowid",
-                (json.dumps(list(row_ids)),),
+            records = conn.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM {CANDIDATES_FROM} {ENTITY_JOINS}", (json.dumps(list(row_ids)),)
             ).fetchall()
-        result: dict[int, tuple[MemoryRecord, list[Provenance]]] = {}
-        for row in rows:
-            entry = result.get(row["row_id"])
-            if entry is None:
-                entry = result[row["row_id"]] = (record_from_row(row, view), [])
-            if row["episode_id"] is not None:
-                entry[1].append(
-                    Provenance(
-                        **{name: row[f"episode_{name}"] for name in ("source", "role", "name", "content")},
-                        episode_id=row["episode_id"],
-                        occurred_at=row["episode_occurred_at"],
-                        metadata=json.loads(row["episode_metadata"]),
-                    )
+            sources = conn.execute(
+                f"SELECT s.memory_id, {PROVENANCE_COLUMNS} FROM memory_sources s "
+                "JOIN episodes e ON e.id = s.episode_id WHERE s.memory_id IN (SELECT value FROM json_each(?)) "
+                "ORDER BY e.occurred_at, e.rowid",
+                (json.dumps(sorted({row["id"] for row in records})),),
+            ).fetchall()
+        episodes: dict[str, list[Provenance]] = {}
+        for row in sources:
+            episodes.setdefault(row["memory_id"], []).append(
+                Provenance(
+                    **{name: row[f"episode_{name}"] for name in ("source", "role", "name", "content")},
+                    episode_id=row["episode_id"],
+                    occurred_at=row["episode_occurred_at"],
+                    metadata=json.loads(row["episode_metadata"]),
                 )
-        return result
+            )
+        return {
+            row["row_id"]: (record_from_row(row, view), list(episodes.get(row["id"], []))) for row in records
+        }
 
     def history(self, memory_id: str, *, scope: Scope | None = None) -> list[Event]:
         predicate = scope_predicate(Predicate().add("m.memory_id = ?", memory_id), scope)
         with self._conns.read() as conn:
             rows = conn.execute(
-                "SELECT id, memory_id, event, version, old_content, new_content, reason, actor, "
-                f"episode_id, created_at, metadata FROM memory_events m WHERE {predicate.sql} "
+                f"SELECT id, memory_id, event, version, old_content, {event_new_content('m')} AS new_content, "
+                f"reason, actor, episode_id, created_at, metadata FROM memory_events m WHERE {predicate.sql} "
                 "ORDER BY id",
                 predicate.params,
             ).fetchall()

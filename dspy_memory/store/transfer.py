@@ -239,7 +239,7 @@ class _Transfer:
         for rows in checksums.pages(self.sconn, table, columns, self.batch_size):
             keys = [table.key_of(row) for row in rows]
             with self.dst.transaction() as conn:
-                held = _held(conn, table, keys[0], keys[-1])
+                held = _held(conn, table, keys)
                 new = [row for row, key in zip(rows, keys) if key not in held]
                 if new:
                     insert_rows(conn, table.name, columns, new)
@@ -310,8 +310,16 @@ def _version(conn: Any) -> int:
     return int(conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] or 0)
 
 
-def _held(conn: Any, table: Table, first: tuple[Any, ...], last: tuple[Any, ...]) -> set[tuple[Any, ...]]:
-    """The keys the destination already holds between two keys of a batch."""
+def _held(conn: Any, table: Table, keys: list[tuple[Any, ...]]) -> set[tuple[Any, ...]]:
+    """The keys the destination already holds between the first and last keys of a batch (with
+    a `lead`, of the batch's first key values: a range of a view is read whole)."""
+    if table.lead is not None:
+        rows = conn.execute(
+            f"SELECT {table.key_sql} FROM {table.name} WHERE {table.key[0]} IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted({key[0] for key in keys})),),
+        ).fetchall()
+        return {tuple(row) for row in rows}
+    first, last = keys[0], keys[-1]
     marks = ", ".join("?" * len(table.key))
     rows = conn.execute(
         f"SELECT {table.key_sql} FROM {table.name} "

@@ -12,6 +12,7 @@ from typing import Any
 
 from dspy_memory.store.audit_log import AuditLog, scope_of
 from dspy_memory.store.backend import Connections, KeywordIndex
+from dspy_memory.store.queries import link_sources
 from dspy_memory.types import Scope
 from dspy_memory.util.timeutil import format_db, from_db, now_db
 
@@ -45,10 +46,7 @@ class RawTurns:
         """A raw turn was given again: link the new episodes to it and count each as a recall."""
         at = now_db()
         with self._conns.transaction() as conn:
-            conn.executemany(
-                "INSERT INTO memory_sources (memory_id, episode_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                [(memory_id, episode_id, at) for episode_id in episode_ids],
-            )
+            link_sources(conn, [(memory_id, episode_id, at) for episode_id in episode_ids])
             conn.execute(
                 "UPDATE memories SET access_count = access_count + ?, "
                 "last_accessed_at = CASE WHEN last_accessed_at > ? THEN last_accessed_at ELSE ? END WHERE row_id = ?",

@@ -17,6 +17,7 @@ from dspy_memory.store.queries import (
     MEMORY_FROM,
     Predicate,
     TimeView,
+    link_sources,
     not_found,
     record_from_row,
     scope_predicate,
@@ -101,7 +102,8 @@ class MemoryWrites:
         audit: bool = True,
     ) -> list[int]:
         """Insert memory rows with their vectors, keyword entries, sources and events (whose
-        new content is the row's unless `new_content` says otherwise), logged in the audit log
+        new content is the row's unless `new_content` says otherwise; an ADD stores it only
+        then: the row holds it, store/queries.py, `event_new_content`), logged in the audit log
         as `event` unless the caller logs the change itself (`audit` False)."""
         if not items:
             return []
@@ -156,10 +158,7 @@ class MemoryWrites:
                 [item.run_id or "" for item in items],
                 np.stack([np.asarray(item.embedding, dtype=np.float32) for item in items]),
             )
-            conn.executemany(
-                "INSERT INTO memory_sources (memory_id, episode_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                [(item.id, ep, created_at) for item in items for ep in item.episode_ids],
-            )
+            link_sources(conn, [(item.id, ep, created_at) for item in items for ep in item.episode_ids])
             self.turn_context.indexed(conn, contexts)
             conn.executemany(
                 _INSERT_EVENT,
@@ -172,7 +171,8 @@ class MemoryWrites:
                         event,
                         item.version,
                         old_content,
-                        new_content if new_content is not None else item.content,
+                        # An ADD's text is its version's: not stored twice (event_new_content).
+                        new_content if new_content is not None or event == "ADD" else item.content,
                         reason,
                         actor,
                         event_episode_id or (item.episode_ids[0] if item.episode_ids else None),
@@ -352,10 +352,7 @@ class MemoryWrites:
             )
             if row["archived_at"] is not None:
                 self.log_event(conn, row, "RESTORE", actor="write", reason="stated again")
-            conn.executemany(
-                "INSERT INTO memory_sources (memory_id, episode_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                [(memory_id, episode_id, now_db()) for episode_id in episode_ids],
-            )
+            link_sources(conn, [(memory_id, episode_id, now_db()) for episode_id in episode_ids])
             self._log_change("confirm", row, "write", memory_id)
         return True
 

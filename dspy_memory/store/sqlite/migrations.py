@@ -11,7 +11,7 @@ from typing import Any
 
 from dspy_memory.errors import SchemaError
 from dspy_memory.store.sqlite.keywords import scope_tokens
-from dspy_memory.store.sqlite.schema_compact import V10, V11, V12
+from dspy_memory.store.sqlite.schema_compact import V10, V11, V12, V14
 from dspy_memory.store.sqlite.schema_v1 import V1, sql_list
 from dspy_memory.types import FEEDBACK_SOURCES, FEEDBACK_VERDICTS
 from dspy_memory.util.timeutil import now_db
@@ -268,6 +268,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(12, "a keyword index that stores no text", V12),
     # PostgreSQL only (store/postgres/schema.py): its keyword index cuts words as FTS5 does.
     Migration(13, "PostgreSQL keyword words cut where FTS5 cuts them", ()),
+    Migration(
+        14,
+        "source links by rowids; current memories by a hash prefix; events by agent or run only where set",
+        V14,
+    ),
 )
 # The migration after which the Store builds the contexts of the turns the file already held.
 TURN_CONTEXT_VERSION = 5

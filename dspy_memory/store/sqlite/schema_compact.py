@@ -79,3 +79,62 @@ V12 = (
     "ALTER TABLE memories_fts_v12 RENAME TO memories_fts",
     "INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', 1)",
 )
+
+# Source links and the current-hash index keyed by less (docs/benchmarks.md, "Disk per memory",
+# third round). A memory's link to an episode it came from names the memory by the row id of its
+# first version and the episode by its rowid: two integers instead of two 36-character ids, in
+# the table and in its episode index, ~160 bytes a memory less. A memory's versions are erased
+# together (store/erase.py), so its first row lives as long as the memory; row ids are never
+# reused (AUTOINCREMENT) and episode rowids only after their episode is erased, which takes its
+# links (trigger). `memory_sources` stays, as a view by ids, for the shared SQL and PostgreSQL
+# (which keeps its table); the view takes INSERT and DELETE. A link to a memory or an episode
+# that does not exist is refused, as the foreign key of the table refused it. Current memories
+# are found by the first 16 hex digits of their hash (the queries compare the whole hash), and
+# events, like memories and episodes in V10, only by the agent or run they have.
+V14 = (
+    """CREATE TABLE memory_source_links (
+        memory_row INTEGER NOT NULL,
+        episode_row INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (memory_row, episode_row)
+    ) WITHOUT ROWID""",
+    """INSERT INTO memory_source_links (memory_row, episode_row, created_at)
+        SELECT first.row_id, e.rowid, s.created_at FROM memory_sources s
+        JOIN episodes e ON e.id = s.episode_id
+        JOIN (SELECT id, min(row_id) AS row_id FROM memories GROUP BY id) first ON first.id = s.memory_id""",
+    "DROP TABLE memory_sources",
+    "CREATE INDEX memory_source_links_episode ON memory_source_links (episode_row)",
+    """CREATE VIEW memory_sources (memory_id, episode_id, created_at) AS
+        SELECT m.id, e.id, s.created_at FROM memory_source_links s
+        JOIN memories m ON m.row_id = s.memory_row JOIN episodes e ON e.rowid = s.episode_row""",
+    """CREATE TRIGGER memory_sources_insert INSTEAD OF INSERT ON memory_sources BEGIN
+        SELECT RAISE(ABORT, 'memory_sources: no memory with this id')
+            WHERE NOT EXISTS (SELECT 1 FROM memories WHERE id = NEW.memory_id);
+        SELECT RAISE(ABORT, 'memory_sources: no episode with this id')
+            WHERE NOT EXISTS (SELECT 1 FROM episodes WHERE id = NEW.episode_id);
+        INSERT INTO memory_source_links (memory_row, episode_row, created_at)
+            SELECT (SELECT min(row_id) FROM memories WHERE id = NEW.memory_id), rowid, NEW.created_at
+            FROM episodes WHERE id = NEW.episode_id ON CONFLICT DO NOTHING;
+    END""",
+    """CREATE TRIGGER memory_sources_delete INSTEAD OF DELETE ON memory_sources BEGIN
+        DELETE FROM memory_source_links
+            WHERE memory_row = (SELECT min(row_id) FROM memories WHERE id = OLD.memory_id)
+            AND episode_row = (SELECT rowid FROM episodes WHERE id = OLD.episode_id);
+    END""",
+    """CREATE TRIGGER memories_unsource AFTER DELETE ON memories BEGIN
+        DELETE FROM memory_source_links WHERE memory_row = OLD.row_id;
+    END""",
+    """CREATE TRIGGER episodes_unsource AFTER DELETE ON episodes BEGIN
+        DELETE FROM memory_source_links WHERE episode_row = OLD.rowid;
+    END""",
+    *(
+        statement
+        for column in ("agent", "run")
+        for statement in (
+            f"DROP INDEX memory_events_{column}",
+            f"CREATE INDEX memory_events_{column} ON memory_events ({column}_id) WHERE {column}_id IS NOT NULL",
+        )
+    ),
+    "DROP INDEX memories_hash",
+    "CREATE INDEX memories_hash ON memories (substr(content_hash, 1, 16)) WHERE expired_at IS NULL",
+)
