@@ -78,7 +78,7 @@ def test_a_database_indexed_before_words_were_cut_as_fts5_cuts_them_is_indexed_a
             "FROM memories AS m WHERE m.row_id = t.row_id"
         )
         raw.conn.execute("DROP FUNCTION words_vector(text)")
-        raw.conn.execute("DELETE FROM schema_migrations WHERE version = 13")
+        raw.conn.execute("DELETE FROM schema_migrations WHERE version >= 13")
     assert terms_of(pg_url) != indexed
     with Memory(pg_url, embedder=HashEmbedder(32)) as memory:
         assert terms_of(pg_url) == indexed
