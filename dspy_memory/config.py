@@ -34,11 +34,11 @@ class RetrievalConfig(CheckedSettings):
     # Agreement: when the top `agreement_depth` hits of dense and keyword share less than
     # `agreement_share` of their rows, dense weighs less, down to `disagreement_dense_weight`
     # when they share none (read/scores.py `agreed_weight`; 0 depth: off).
-    agreement_depth: int = Field(0, ge=0, le=100)
-    agreement_share: float = Field(0.3, gt=0, le=1)
-    disagreement_dense_weight: float = Field(0.2, ge=0)
+    agreement_depth: int = Field(10, ge=0, le=100)
+    agreement_share: float = Field(0.25, gt=0, le=1)
+    disagreement_dense_weight: float = Field(0.3, ge=0)
     # Each source contributes max(candidates, k * candidate_factor) candidates to fusion.
-    candidates: int = Field(30, ge=1)
+    candidates: int = Field(100, ge=1)
     candidate_factor: int = Field(2, ge=1)
     # Rescoring: final = (1 - sum(w)) * fused_normalized + w_r * recency + w_i * importance
     # + w_s * strength_normalized + w_retention * retention.
@@ -83,7 +83,7 @@ class RetrievalConfig(CheckedSettings):
     # Said together: a memory gains `said_together_weight` x the best final score among the
     # top `said_together_top` hits whose time is within `turn_context_gap_minutes` of its own
     # (itself included), so what was said around a strong hit rises with it (0: off).
-    said_together_weight: float = Field(0.0, ge=0, le=1)
+    said_together_weight: float = Field(0.2, ge=0, le=1)
     said_together_top: int = Field(10, ge=1, le=1000)
     temporal_weight: float = Field(0.4, ge=0, le=1)
     when_weight: float = Field(0.1, ge=0, le=1)
