@@ -25,8 +25,9 @@ class RetrievalConfig(CheckedSettings):
     # "convex": weighted sum of per-query normalized scores (similarity min-max, BM25 / max).
     # "zscore": weighted sum of each source's scores standardized over its candidates (through
     # the normal CDF, so in [0, 1]): calibrated by the query's own score distribution.
-    # Defaults chosen on the LoCoMo development split (docs/benchmarks.md): a small rrf_k trusts
-    # the top ranks, and BM25 is the stronger single source on conversational text.
+    # Defaults chosen by leave-one-conversation-out cross-validation on the LoCoMo development
+    # split (docs/benchmarks.md): a small rrf_k trusts the top ranks, and BM25 is the stronger
+    # single source on conversational text.
     fusion: Literal["rrf", "convex", "zscore"] = "rrf"
     rrf_k: float = Field(10.0, gt=0)
     dense_weight: float = Field(0.7, ge=0)
@@ -80,11 +81,6 @@ class RetrievalConfig(CheckedSettings):
     # 2023", "last year": counted back from as_of) gain `temporal_weight`; for "when"
     # questions, memories among the top `when_candidates` whose text dates what it says gain
     # `when_weight`.
-    # Said together: a memory gains `said_together_weight` x the best final score among the
-    # top `said_together_top` hits whose time is within `turn_context_gap_minutes` of its own
-    # (itself included), so what was said around a strong hit rises with it (0: off).
-    said_together_weight: float = Field(0.2, ge=0, le=1)
-    said_together_top: int = Field(10, ge=1, le=1000)
     temporal_weight: float = Field(0.4, ge=0, le=1)
     when_weight: float = Field(0.1, ge=0, le=1)
     when_candidates: int = Field(30, ge=1)
@@ -96,6 +92,11 @@ class RetrievalConfig(CheckedSettings):
     graph_per_entity: int = Field(20, ge=1)
     turn_context_gap_minutes: float = Field(60.0, ge=0)
     keyword_context_weight: float = Field(0.5, ge=0)
+    # Said together: a memory gains `said_together_weight` x the best final score among the
+    # top `said_together_top` hits whose time is within `turn_context_gap_minutes` of its own
+    # (itself included), so what was said around a strong hit rises with it (0: off).
+    said_together_weight: float = Field(0.2, ge=0, le=1)
+    said_together_top: int = Field(10, ge=1, le=1000)
     # Recipe "rerank": the top `rerank_candidates` hybrid hits re-ordered by `reranker`, then
     # cut to k. "lm": the RerankMemories program on the Memory's LM (one call a search; an
     # answer that fails or takes over `rerank_timeout_s` seconds leaves the hybrid order);
