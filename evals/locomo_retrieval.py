@@ -294,6 +294,13 @@ def evaluate(
     return results
 
 
+def name_and_value(text: str) -> tuple[str, str]:
+    name, equals, value = text.partition("=")
+    if not equals or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE (a RetrievalConfig setting), got {text!r}")
+    return name.strip(), value.strip()
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -315,6 +322,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=None,
         metavar="BEFORE,AFTER",
         help="turns of context a raw turn is keyword-indexed with, e.g. 2,1 (default: the library's)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        type=name_and_value,
+        metavar="NAME=VALUE",
+        help="a retrieval setting (RetrievalConfig), e.g. --set candidates=30 --set said_together_weight=0: "
+        "what the ablations in docs/benchmarks.md change",
     )
     parser.add_argument("--limit", type=int, default=None, help="only the first N conversations of the split")
     parser.add_argument(
@@ -354,9 +370,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return retention_weights(args, conversations)
     recipes = [name.strip() for name in args.recipes.split(",") if name.strip()]
     settings: dict[str, Any] = {}
+    retrieval: dict[str, Any] = dict(args.set)  # RetrievalConfig validates names and values
     if args.turn_context is not None:
         before, after = (int(part) for part in args.turn_context.split(","))
-        settings["retrieval"] = {"turn_context_before": before, "turn_context_after": after}
+        retrieval.update(turn_context_before=before, turn_context_after=after)
+    if retrieval:
+        settings["retrieval"] = retrieval
     embedder = make_embedder(args.embedder)
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or str(Path(tmp) / "locomo.db")
@@ -424,6 +443,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "speaker_in_text": not args.no_speaker,
         "caption_in_text": not args.no_caption,
         "turn_context": args.turn_context,
+        "retrieval_settings": retrieval,
         "machine": machine(),
         "results": results,
     }

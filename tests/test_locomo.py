@@ -300,3 +300,28 @@ def test_the_paired_difference_counts_questions_and_claims_a_gain_only_when_the_
     assert mixed["verdict"] == "no difference shown" and mixed["questions_worse"] == 15
     with pytest.raises(ValueError, match="differ"):
         paired(answered([1.0]), answered([1.0], conversation="b"))
+
+
+def test_set_changes_a_retrieval_setting_of_the_run_and_names_a_bad_one(
+    mini_file, tmp_path, capsys, monkeypatch
+):
+    import evals.locomo_retrieval as module
+
+    opened = []
+
+    class Spy(module.Memory):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            opened.append(self.config.retrieval)
+
+    monkeypatch.setattr(module, "Memory", Spy)
+    argv = ["--data", str(mini_file), "--embedder", "test", "--recipes", "hybrid"]
+    outputs = ["--out", str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.png")]
+    report = main([*argv, "--set", "candidates=7", "--set", "said_together_weight=0", *outputs])
+    assert report["retrieval_settings"] == {"candidates": "7", "said_together_weight": "0"}
+    assert opened and all(r.candidates == 7 and r.said_together_weight == 0 for r in opened)
+    with pytest.raises(SystemExit):
+        main([*argv, "--set", "candidates", *outputs])
+    assert "expected NAME=VALUE" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="no_such_setting"):
+        main([*argv, "--set", "no_such_setting=1", *outputs])
