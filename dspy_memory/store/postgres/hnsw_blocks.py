@@ -31,6 +31,11 @@ def index_name(key_hash: int) -> str:
     return f"memory_vectors_hnsw_{_hash_tag(key_hash)}"
 
 
+def _key_hash(raw: Any, partition: str) -> int:
+    """PostgreSQL's hashtext of a partition key: what block index names and locks are keyed by."""
+    return int(raw.execute("SELECT hashtext(%s)", (partition,)).fetchone()[0])
+
+
 def _hash_tag(key_hash: int) -> str:
     return f"{'n' if key_hash < 0 else 'p'}{abs(key_hash)}"
 
@@ -89,13 +94,13 @@ class Blocks:
         return sorted(blocks)
 
     def load(self, raw: Any, partition: str) -> tuple[int, list[Block]]:
-        key_hash = raw.execute("SELECT hashtext(%s)", (partition,)).fetchone()[0]
+        key_hash = _key_hash(raw, partition)
         self._blocks[partition] = (key_hash, [b for b in self._catalog(raw, key_hash) if b.valid])
         return self._blocks[partition]
 
     def indexed(self, raw: Any, partition: str) -> bool:
         """Whether the partition has any block index, valid or not (read from the catalog)."""
-        return bool(self._catalog(raw, raw.execute("SELECT hashtext(%s)", (partition,)).fetchone()[0]))
+        return bool(self._catalog(raw, _key_hash(raw, partition)))
 
     def known(self, raw: Any, partition: str) -> tuple[int, list[Block]]:
         return self._blocks[partition] if partition in self._blocks else self.load(raw, partition)
@@ -125,7 +130,7 @@ class Blocks:
         lock on the table for the whole build. CONCURRENTLY cannot run inside a transaction, so
         it cannot be part of the write; if it fails (the index is left invalid, its range
         scanned exactly meanwhile) the next write to the partition builds it again."""
-        key_hash = raw.execute("SELECT hashtext(%s)", (partition,)).fetchone()[0]
+        key_hash = _key_hash(raw, partition)
         with self._locked(raw, key_hash) as locked:
             if not locked:
                 return
@@ -185,7 +190,7 @@ class Blocks:
     def prune(self, raw: Any, partition: str, erased: list[int]) -> None:
         """Drop the indexes of the blocks an erasure emptied (every block of an emptied
         partition): their rows are gone, and so is any copy of them in the index."""
-        key_hash = raw.execute("SELECT hashtext(%s)", (partition,)).fetchone()[0]
+        key_hash = _key_hash(raw, partition)
         with self._locked(raw, key_hash) as locked:
             if not locked:
                 return  # a build holds it; the next erasure in the block drops it
