@@ -16,7 +16,7 @@ from dspy_memory.store.queries import link_sources
 from dspy_memory.types import Scope
 from dspy_memory.util.timeutil import format_db, from_db, now_db
 
-# Bound as JSON arrays: SQLite's 32,766-parameter limit does not apply, but a statement's size does.
+# Hashes per lookup query (bound as one JSON array): bounds each query's IN-list and its rows.
 _HASHES_PER_QUERY = 500
 
 
