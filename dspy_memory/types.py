@@ -174,6 +174,8 @@ class ScoreDetails(BaseModel):
     temporal: float = 0.0
     # The best final score of a top hit said around the same time (said_together_weight).
     said_together: float = 0.0
+    # 1 when a source episode's speaker is named in the query (speaker_weight).
+    speaker: float = 0.0
     recency: float = 0.0
     importance: float = 0.0
     strength: float = 0.0

@@ -8,7 +8,8 @@ first the context window and fusion (stage 1: `turn_context_before/after`,
 depth, their agreement and what was said around a strong hit, jointly (stage 2: `candidates`,
 `agreement_depth`, `agreement_share`, `disagreement_dense_weight`, `said_together_weight`),
 then the time boosts and graph expansion (stage 3: `temporal_weight`, `when_weight`,
-`graph_in_hybrid`, `graph_depth`); at each stage the library's default stays unless another setting beats it by more
+`graph_in_hybrid`, `graph_depth`), then the boost of what a speaker the query names said (stage
+4: `speaker_weight`); at each stage the ANCHOR's setting stays unless another beats it by more
 than MARGIN on the four. The conversation left out is then searched with what was chosen. The cross-validated
 number pools the held-out questions of the five folds: it estimates what the whole procedure
 gives on a conversation it never saw. Each recipe gets the same procedure (keyword: the
@@ -79,18 +80,19 @@ BOOSTS: list[dict[str, Any]] = [
     }
     for temporal, when, depth in itertools.product((0.0, 0.2, 0.4, 0.6), (0.0, 0.1), (None, 1, 2))
 ]
+# Stage 4, on what stages 1-3 chose: what a speaker the query names said.
+SPEAKERS: list[dict[str, Any]] = [{"speaker_weight": weight} for weight in (0.0, 0.1, 0.2, 0.3)]
 RECIPES = ("keyword", "dense", "hybrid")
 Setting = tuple[tuple[int, int], tuple[tuple[str, Any], ...]]  # (window, read-time settings)
 
 
 def stage_one(recipe: str) -> list[Setting]:
     """The settings stage 1 tries for `recipe`, each a (window, read-time settings) pair."""
-    defaults = RetrievalConfig()
     if recipe == "dense":  # neither the window nor fusion changes what dense search finds
-        return [((defaults.turn_context_before, defaults.turn_context_after), ())]
+        return [((ANCHOR.turn_context_before, ANCHOR.turn_context_after), ())]
     settings: list[Setting] = []
     for window in WINDOWS:
-        weights = CONTEXT_WEIGHTS if any(window) else [defaults.keyword_context_weight]
+        weights = CONTEXT_WEIGHTS if any(window) else [ANCHOR.keyword_context_weight]
         fusions = FUSIONS if recipe == "hybrid" else [{}]
         for weight, fusion in itertools.product(weights, fusions):
             settings.append((window, tuple(sorted({"keyword_context_weight": weight, **fusion}.items()))))
@@ -167,12 +169,18 @@ def score(answered: list[Answered], conversations: set[str]) -> tuple[float, flo
 MARGIN = 0.005
 
 
-def is_default(setting: Setting) -> bool:
-    """Whether every setting named is the library's default."""
-    defaults = RetrievalConfig()
+# Where each stage starts: the settings before any cross-validation chose them (those of the
+# earlier in-sample sweeps; every mechanism this CV added since starts off). Not the library's
+# defaults: those are what this procedure recommends on all five conversations, and a fold
+# anchored on them would be anchored on its own held-out conversation.
+ANCHOR = RetrievalConfig(candidates=30, agreement_depth=0, said_together_weight=0.0, speaker_weight=0.0)
+
+
+def is_anchor(setting: Setting) -> bool:
+    """Whether every setting named is the ANCHOR's."""
     window, read = setting
-    return window == (defaults.turn_context_before, defaults.turn_context_after) and all(
-        getattr(defaults, name) == value for name, value in read
+    return window == (ANCHOR.turn_context_before, ANCHOR.turn_context_after) and all(
+        getattr(ANCHOR, name) == value for name, value in read
     )
 
 
@@ -184,11 +192,11 @@ def choose(
     margin: float = 0.0,
 ) -> Setting:
     """The setting with the best R@10 (then nDCG@10) on `train`, the first of equals; the
-    default instead when it is within `margin` of that R@10."""
+    anchor's instead when it is within `margin` of that R@10."""
     best = max(candidates, key=lambda setting: score(measure(setting), train))
-    default = next((setting for setting in candidates if is_default(setting)), None)
-    if default is not None and score(measure(default), train)[0] >= score(measure(best), train)[0] - margin:
-        return default
+    anchor = next((setting for setting in candidates if is_anchor(setting)), None)
+    if anchor is not None and score(measure(anchor), train)[0] >= score(measure(best), train)[0] - margin:
+        return anchor
     return best
 
 
@@ -205,7 +213,7 @@ def stage_two(recipe: str) -> list[dict[str, Any]]:
 
 
 def settings_tried(recipe: str) -> int:
-    return len(stage_one(recipe)) + len(stage_two(recipe)) + len(BOOSTS)
+    return len(stage_one(recipe)) + len(stage_two(recipe)) + len(BOOSTS) + len(SPEAKERS)
 
 
 def with_boosts(setting: Setting, boosts: dict[str, Any]) -> Setting:
@@ -214,7 +222,7 @@ def with_boosts(setting: Setting, boosts: dict[str, Any]) -> Setting:
 
 
 def select(trials: Trials, recipe: str, train: set[str]) -> Setting:
-    """Stages 1, 2 and 3, each chosen on `train` only."""
+    """Stages 1 to 4, each chosen on `train` only."""
 
     def measure(setting: Setting) -> list[Answered]:
         return trials.measure(recipe, setting)
@@ -223,7 +231,8 @@ def select(trials: Trials, recipe: str, train: set[str]) -> Setting:
     second = choose(
         [with_boosts(first, sources) for sources in stage_two(recipe)], measure, train, margin=MARGIN
     )
-    return choose([with_boosts(second, boosts) for boosts in BOOSTS], measure, train, margin=MARGIN)
+    third = choose([with_boosts(second, boosts) for boosts in BOOSTS], measure, train, margin=MARGIN)
+    return choose([with_boosts(third, speaker) for speaker in SPEAKERS], measure, train, margin=MARGIN)
 
 
 def describe(setting: Setting) -> str:
@@ -237,6 +246,16 @@ def describe(setting: Setting) -> str:
     )
 
 
+def setting_of(config: RetrievalConfig) -> Setting:
+    """`config`'s values of every setting the stages choose."""
+    names = ("keyword_context_weight", "fusion", "rrf_k", "dense_weight")
+    names += (*stage_two("hybrid")[0], *BOOSTS[0], *SPEAKERS[0])
+    return (
+        (config.turn_context_before, config.turn_context_after),
+        tuple(sorted({name: getattr(config, name) for name in names}.items())),
+    )
+
+
 def cross_validate(args: argparse.Namespace, conversations: list[Conversation]) -> dict[str, Any]:
     if len(conversations) < 2:
         raise SystemExit("--cv needs at least two conversations (one is held out at a time)")
@@ -244,7 +263,6 @@ def cross_validate(args: argparse.Namespace, conversations: list[Conversation]) 
         raise SystemExit("--cv measures raw turns; facts have no conversation context to choose")
     embedder = make_embedder(args.embedder)
     names = [c.sample_id for c in conversations]
-    defaults = RetrievalConfig()
     with tempfile.TemporaryDirectory() as tmp:
         dbs = {window: str(Path(tmp) / f"context_{window[0]}_{window[1]}.db") for window in WINDOWS}
         for window, db in dbs.items():
@@ -257,24 +275,7 @@ def cross_validate(args: argparse.Namespace, conversations: list[Conversation]) 
                 for conversation in conversations:
                     index_conversation(memory, conversation)
         trials = Trials(conversations, embedder, dbs)
-        default_setting: Setting = (
-            (defaults.turn_context_before, defaults.turn_context_after),
-            tuple(
-                sorted(
-                    {
-                        name: getattr(defaults, name)
-                        for name in (
-                            "keyword_context_weight",
-                            "fusion",
-                            "rrf_k",
-                            "dense_weight",
-                            *stage_two("hybrid")[0],
-                            *BOOSTS[0],
-                        )
-                    }.items()
-                )
-            ),
-        )
+        default_setting = setting_of(RetrievalConfig())
         cached, fresh = (
             score(trials.measure("hybrid", default_setting, cached=flag), set(names))
             for flag in (True, False)
@@ -294,7 +295,9 @@ def cross_validate(args: argparse.Namespace, conversations: list[Conversation]) 
                 "sources": stage_two("hybrid"),
                 "boosts": BOOSTS,
                 "said_together": SAID_TOGETHER,
+                "speakers": SPEAKERS,
             },
+            "anchor": describe(setting_of(ANCHOR)),
             "recipes": {},
         }
         held: dict[str, list[Answered]] = {}

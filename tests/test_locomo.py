@@ -211,6 +211,7 @@ def test_cv_holds_out_each_conversation_and_reports_it_per_conversation_and_cate
     monkeypatch.setattr(cv, "AGREEMENTS", cv.AGREEMENTS[:2])
     monkeypatch.setattr(cv, "BOOSTS", cv.BOOSTS[:2])
     monkeypatch.setattr(cv, "SAID_TOGETHER", cv.SAID_TOGETHER[:2])
+    monkeypatch.setattr(cv, "SPEAKERS", cv.SPEAKERS[:2])
     report = main(
         ["--data", str(three_conversations(tmp_path)), "--split", "all", "--embedder", "test", "--cv"]
         + ["--out", str(tmp_path / "cv.json"), "--plot", str(tmp_path / "cv.png")]
@@ -219,9 +220,11 @@ def test_cv_holds_out_each_conversation_and_reports_it_per_conversation_and_cate
     assert set(hybrid["folds"]) == {"conv-a", "conv-b", "conv-c"}
     assert hybrid["cv"]["questions"]["overall"] == 9  # three held-out questions a fold, pooled
     assert set(hybrid["cv"]["recall"]) == {"overall", "temporal", "single-hop"}
-    # two windows x two fusions, two agreements x two said-together weights, two boosts
-    assert hybrid["settings_tried"] == 2 * 2 + 2 * 2 + 2
-    assert report["recipes"]["dense"]["settings_tried"] == 1 + 2 + 2
+    # two windows x two fusions, two agreements x two said-together weights, two boosts, two
+    # speaker weights
+    assert hybrid["settings_tried"] == 2 * 2 + 2 * 2 + 2 + 2
+    assert report["recipes"]["dense"]["settings_tried"] == 1 + 2 + 2 + 2
+    assert "speaker_weight 0.0" in report["anchor"] and "candidates 30" in report["anchor"]
     printed = capsys.readouterr().out
     assert "held out" in printed and "hybrid >= both" in printed and "sR@10" in printed
     against = report["hybrid_against"]["keyword"]
@@ -251,6 +254,17 @@ def test_a_fold_chooses_on_the_other_conversations_only_and_keeps_the_default_wi
     results[others] = [answered("a", 0.5 + MARGIN / 2), answered("b", 0.5 + MARGIN / 2)]
     assert choose(list(results), results.__getitem__, {"a", "b"}, margin=MARGIN) == default
     assert choose(list(results), results.__getitem__, {"a", "b"}) == others  # no margin: the best
+
+
+def test_each_stage_starts_from_settings_no_cross_validation_chose():
+    """A fold must not be anchored on the library's defaults, which the procedure chose with
+    that fold's held-out conversation among the five: every mechanism the CV added starts off."""
+    from dspy_memory.config import RetrievalConfig
+    from evals.locomo_cv import ANCHOR, is_anchor, setting_of
+
+    assert ANCHOR.agreement_depth == 0 and ANCHOR.said_together_weight == 0 and ANCHOR.speaker_weight == 0
+    assert ANCHOR.candidates == 30  # the candidates before the CV widened them
+    assert is_anchor(setting_of(ANCHOR)) and not is_anchor(setting_of(RetrievalConfig()))
 
 
 def test_session_recall_counts_the_evidence_sessions_among_the_hits_sessions(mini_file, tmp_path):

@@ -1,8 +1,10 @@
-"""The boosts after fusion: time in the query, and what was said around a strong hit. Each
-adds to a candidate's `final` score in place and records its part in the candidate's details."""
+"""The boosts after fusion: time in the query, who the query names, and what was said around a
+strong hit. Each adds to a candidate's `final` score in place and records its part in the
+candidate's details."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -65,3 +67,27 @@ def boost_said_together(details: Details, candidates: dict[int, Candidate], conf
         best = max((final for when, final in strong if abs(when - age) <= within), default=0.0)
         detail["said_together"] = best
         detail["final"] += config.said_together_weight * best
+
+
+def boost_named_speaker(
+    query: str,
+    details: Details,
+    config: RetrievalConfig,
+    speakers: Callable[[Sequence[int]], dict[int, set[str]]],
+) -> None:
+    """Memories said by someone the query names gain `speaker_weight`: a question about a
+    person is most often answered by what that person said. A speaker (a source episode's
+    `name`, read by `speakers`) is named when the query has the first word of the name (people
+    are called by first names; the whole name includes it), as a word, in any case."""
+    if config.speaker_weight <= 0 or not details:
+        return
+    words = set(re.findall(r"\w+", query.casefold()))
+    for row_id, names in speakers(list(details)).items():
+        if any(_first_word(name) in words for name in names):
+            details[row_id]["speaker"] = 1.0
+            details[row_id]["final"] += config.speaker_weight
+
+
+def _first_word(name: str) -> str | None:
+    found = re.search(r"\w+", name.casefold())
+    return found.group(0) if found else None

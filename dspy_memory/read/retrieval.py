@@ -20,7 +20,7 @@ from dspy_memory.config import RetrievalConfig
 from dspy_memory.embed import Embedder
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.lifecycle.curve import Forgetting, days_since, julian_day
-from dspy_memory.read.boosts import boost_by_time, boost_said_together
+from dspy_memory.read.boosts import boost_by_time, boost_named_speaker, boost_said_together
 from dspy_memory.read.recalls import RecallCounter
 from dspy_memory.read.rerank import Reranker, rerank
 from dspy_memory.read.scores import agreed_weight, recency, reciprocal_rank, standard_scores
@@ -208,6 +208,7 @@ class Retriever:
         self._rescore(details, candidates, now_jd)
         boost_by_time(query, details, candidates, view, config, self.store.contents)
         boost_said_together(details, candidates, config)
+        boost_named_speaker(query, details, config, self.store.speakers)
         if chosen.graph or (chosen.graph is None and config.graph_in_hybrid):
             self._expand(details, candidates, scope, predicate, view, now_jd)
         depth = max(k, config.rerank_candidates) if chosen.rerank else k

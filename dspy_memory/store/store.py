@@ -39,6 +39,7 @@ from dspy_memory.store.queries import (
     time_predicate,
 )
 from dspy_memory.store.runs import WriteRunLog
+from dspy_memory.store.texts import MemoryTexts
 from dspy_memory.store.turns import RawTurns, TurnContext
 from dspy_memory.types import Event, MemoryRecord, Provenance, Scope
 
@@ -58,11 +59,11 @@ PROVENANCE_COLUMNS = ", ".join(
 )
 
 
-class Store(LifecycleRows, WriteConflicts, AccessStatistics, Inspection):
+class Store(LifecycleRows, WriteConflicts, AccessStatistics, Inspection, MemoryTexts):
     """One database (a backend: store/backend.py). Schema, transactions, memory reads and
     search; memory writes come from MemoryWrites, the lifecycle's rows (archive, restore,
     consolidation, settings) from LifecycleRows (built on MemoryWrites), the write path's compare-and-set from
-    WriteConflicts, recall statistics from AccessStatistics, checks and counts from Inspection.
+    WriteConflicts, recall statistics from AccessStatistics, checks and counts from Inspection, the text and speakers search reads from MemoryTexts.
     Episodes, the vector and keyword indexes, erasure, entities, the write-run log, feedback and
     core blocks live in the components `episodes`, `vectors`, `keywords`, `erase`, `graph`,
     `runs`, `feedback` and `blocks`.
@@ -348,15 +349,6 @@ class Store(LifecycleRows, WriteConflicts, AccessStatistics, Inspection):
                 total_rows=total_rows,
                 reference=reference,
             )
-
-    def contents(self, row_ids: Sequence[int]) -> dict[int, str]:
-        """{row id: content} of these memory rows."""
-        with self._conns.read() as conn:
-            rows = conn.execute(
-                "SELECT m.row_id, m.content FROM memories m WHERE m.row_id IN (SELECT value FROM json_each(?))",
-                (json.dumps(list(row_ids)),),
-            ).fetchall()
-        return {row["row_id"]: row["content"] for row in rows}
 
     def graph_search(
         self,
