@@ -137,8 +137,8 @@ class Trials:
         key = (recipe, setting)
         if key in self.results and cached:
             return self.results[key]
-        window, read = setting
-        retrieval = {"turn_context_before": window[0], "turn_context_after": window[1], **dict(read)}
+        window, _ = setting
+        retrieval = retrieval_of(setting)
         # track_access off: a recall would strengthen what earlier questions found.
         with Memory(
             self.dbs[window], embedder=self.embedder, retrieval=retrieval, track_access=False
@@ -254,6 +254,20 @@ def setting_of(config: RetrievalConfig) -> Setting:
         (config.turn_context_before, config.turn_context_after),
         tuple(sorted({name: getattr(config, name) for name in names}.items())),
     )
+
+
+def retrieval_of(setting: Setting) -> dict[str, Any]:
+    """The retrieval settings a trial of `setting` searches with: what it names, and the
+    ANCHOR's value of every other setting a stage chooses. Not the library's: a stage-1 trial
+    measured with the defaults of later stages would measure them as chosen on all five
+    conversations, its fold's held-out one among them."""
+    window, read = setting
+    return {
+        **dict(setting_of(ANCHOR)[1]),
+        "turn_context_before": window[0],
+        "turn_context_after": window[1],
+        **dict(read),
+    }
 
 
 def cross_validate(args: argparse.Namespace, conversations: list[Conversation]) -> dict[str, Any]:

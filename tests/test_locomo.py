@@ -267,6 +267,27 @@ def test_each_stage_starts_from_settings_no_cross_validation_chose():
     assert is_anchor(setting_of(ANCHOR)) and not is_anchor(setting_of(RetrievalConfig()))
 
 
+def test_a_trial_takes_every_setting_it_does_not_name_from_the_anchor_not_the_library():
+    """Stage 1 tries fusions before stage 2 chooses the candidates: its trials must search with
+    the anchor's candidates and boosts, not with defaults chosen on every conversation."""
+    from dspy_memory.config import RetrievalConfig
+    from evals.locomo_cv import ANCHOR, retrieval_of
+
+    retrieval = retrieval_of(((3, 1), (("fusion", "convex"), ("dense_weight", 0.5))))
+    assert retrieval["fusion"] == "convex" and retrieval["dense_weight"] == 0.5
+    assert (retrieval["turn_context_before"], retrieval["turn_context_after"]) == (3, 1)
+    for name in (
+        "candidates",
+        "agreement_depth",
+        "said_together_weight",
+        "speaker_weight",
+        "temporal_weight",
+    ):
+        assert retrieval[name] == getattr(ANCHOR, name)
+    assert retrieval["candidates"] != RetrievalConfig().candidates
+    assert retrieval_of(((2, 1), (("candidates", 60),)))["candidates"] == 60
+
+
 def test_session_recall_counts_the_evidence_sessions_among_the_hits_sessions(mini_file, tmp_path):
     from dspy_memory import Memory
     from evals.locomo_retrieval import ask, index_conversation
