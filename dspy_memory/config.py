@@ -99,8 +99,9 @@ class RetrievalConfig(CheckedSettings):
     said_together_top: int = Field(10, ge=1, le=1000)
     # Named speaker: a memory said by someone the query names (a source episode's `name`, by
     # its first word or whole) gains this much, so "what did Caroline..." prefers Caroline's
-    # own words (read/boosts.py `boost_named_speaker`; 0: off).
-    speaker_weight: float = Field(0.0, ge=0, le=1)
+    # own words (read/boosts.py `boost_named_speaker`; 0: off). The default is what the
+    # cross-validation chooses on all five development conversations (docs/benchmarks.md).
+    speaker_weight: float = Field(0.2, ge=0, le=1)
     # Recipe "rerank": the top `rerank_candidates` hybrid hits re-ordered by `reranker`, then
     # cut to k. "lm": the RerankMemories program on the Memory's LM (one call a search; an
     # answer that fails or takes over `rerank_timeout_s` seconds leaves the hybrid order);
