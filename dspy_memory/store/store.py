@@ -114,6 +114,7 @@ class Store(LifecycleRows, WriteConflicts, AccessStatistics, Inspection):
             score_budget=keyword_score_budget, context_weight=keyword_context_weight
         )
         self.turn_context = TurnContext(
+            self._conns,
             self.keywords,
             before=turn_context_before,
             after=turn_context_after,

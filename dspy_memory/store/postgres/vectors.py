@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from dspy_memory.errors import ConfigError
+from dspy_memory.store.postgres.connection import Connections
 from dspy_memory.store.postgres.hnsw_blocks import Block, Blocks
 from dspy_memory.store.queries import CANDIDATES_FROM, SIGNAL_COLUMNS, Candidate
 
@@ -60,14 +61,17 @@ class VectorIndex:
         embeddings: np.ndarray,
     ) -> None:
         embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
-        conn.executemany(
-            "INSERT INTO memory_vectors (row_id, partition_key, agent_id, run_id, embedding) VALUES (?, ?, ?, ?, ?)",
+        Connections.insert_rows(
+            conn,
+            "memory_vectors",
+            ("row_id", "partition_key", "agent_id", "run_id", "embedding"),
             [
                 (row_id, partition, agent, run, embeddings[i])
                 for i, (row_id, partition, agent, run) in enumerate(
                     zip(row_ids, partitions, agent_ids, run_ids)
                 )
             ],
+            types=("bigint", "text", "text", "text", "vector"),
         )
         counts: dict[str, int] = {}
         for partition in partitions:
