@@ -232,11 +232,14 @@ def timed_load(memory: Any, texts: list[str], users: list[str], *, batch: int) -
         if part[offset : offset + step]
     ]
     start, tail_start, done = time.perf_counter(), None, 0
+    tenths = [start]  # when each tenth of the load was done
     for user, chunk in chunks:
         if tail_start is None and done >= 0.9 * len(texts):
             tail_start, tail_done = time.perf_counter(), done
         memory.add(chunk, user_id=user, infer=False)
         done += len(chunk)
+        if done >= len(tenths) * len(texts) / 10:
+            tenths.append(time.perf_counter())
     end = time.perf_counter()
     wait_for_builds = getattr(memory.store.vectors, "wait_for_builds", None)
     if wait_for_builds is not None:
@@ -247,6 +250,7 @@ def timed_load(memory: Any, texts: list[str], users: list[str], *, batch: int) -
         "add_per_s_last_tenth": (len(texts) - tail_done) / (end - tail_start) if tail_start else 0.0,
         "add_per_s_settled": len(texts) / (settled - start),
         "settle_s": settled - end,
+        "add_per_s_by_tenth": [len(texts) / 10 / (b - a) for a, b in zip(tenths, tenths[1:])],
     }
 
 
