@@ -31,6 +31,17 @@ logger = logging.getLogger("dspy_memory")
 # 20,000 rows here, short enough for a service's shutdown.
 CLOSE_WAIT_S = 10.0
 _CANCEL_WAIT_S = 10.0  # for a cancelled build to stop
+# The planner's statistics of the tables the write path reads, refreshed each time the store's
+# vectors grow by half (from 1,000): psycopg prepares a statement after 5 runs, and the plan
+# PostgreSQL then keeps was chosen for the table's size at that time. In a store filling from
+# empty, the plans chosen at a few hundred rows scanned whole tables later on (adds fell from
+# ~2,000 to ~400 per s over the first 20,000 memories), until autovacuum, a minute or more
+# later, analyzed the tables (ANALYZE invalidates the plans that use them).
+STATISTICS_MIN_ROWS = 1000
+STATISTICS_TABLES = (
+    "memories", "episodes", "memory_sources", "turn_context", "memory_vectors", "memory_terms",
+    "memory_events", "vector_partitions",
+)  # fmt: skip
 
 
 class BackgroundBuilds:
@@ -40,7 +51,9 @@ class BackgroundBuilds:
         self._blocks = blocks
         self.close_wait_s = close_wait_s
         self._connect: Callable[[], AbstractContextManager[Any]] | None = None
-        self._pending: dict[str, None] = {}  # partitions to build, in the order asked, once each
+        self._pending: dict[str | None, None] = {}  # partitions to build (None: statistics), in order
+        self._written = 0  # vectors written since the statistics were last refreshed
+        self._rows_then: int | None = None  # vectors the store held then (None: not read yet)
         self._building = False
         self._running: Any = None  # the raw connection of the build in progress
         self._closed = False
@@ -51,8 +64,9 @@ class BackgroundBuilds:
         """`connect()`: a context giving a pooled connection (`.raw`: psycopg, autocommit)."""
         self._connect = connect
 
-    def request(self, partition: str) -> None:
-        """Build the blocks `partition`'s rows filled, soon (after the write asking has committed)."""
+    def request(self, partition: str | None) -> None:
+        """Build the blocks `partition`'s rows filled (None: refresh the tables' statistics), soon
+        (after the write asking has committed)."""
         if self._connect is None:
             raise RuntimeError("BackgroundBuilds.start was not called")
         with self._changed:
@@ -65,6 +79,20 @@ class BackgroundBuilds:
                 )
                 self._worker.start()
             self._changed.notify_all()
+
+    def wrote(self, raw: Any, rows: int) -> bool:
+        """Count `rows` vectors written (inside the write); True when the store has grown by half
+        since its statistics were last refreshed here, and the write should ask for them
+        (`request(None)` once it has committed)."""
+        with self._changed:
+            if self._rows_then is None:
+                self._rows_then = _vector_count(raw)
+            self._written += rows
+            if self._written < max(STATISTICS_MIN_ROWS, self._rows_then // 2):
+                return False
+            self._rows_then += self._written
+            self._written = 0
+            return True
 
     def _work(self) -> None:
         assert self._connect is not None
@@ -80,7 +108,10 @@ class BackgroundBuilds:
                 with self._connect() as conn:
                     with self._changed:
                         self._running = conn.raw
-                    self._blocks.safely("built", self._blocks.build, conn.raw, partition)
+                    if partition is None:
+                        self._blocks.safely("analyzed", _analyze, conn.raw)
+                    else:
+                        self._blocks.safely("built", self._blocks.build, conn.raw, partition)
             except Exception as exc:  # the store closed, or the server went away: a later write retries
                 logger.warning(
                     "an HNSW block build was not run (%s); the next write to the partition asks again", exc
@@ -125,3 +156,11 @@ class BackgroundBuilds:
                 pass
         if self._worker is not None:
             self._worker.join(timeout=_CANCEL_WAIT_S)
+
+
+def _vector_count(raw: Any) -> int:
+    return int(raw.execute("SELECT coalesce(sum(row_count), 0) FROM vector_partitions").fetchone()[0])
+
+
+def _analyze(raw: Any) -> None:
+    raw.execute(f"ANALYZE {', '.join(STATISTICS_TABLES)}")

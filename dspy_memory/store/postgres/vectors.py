@@ -80,6 +80,8 @@ class VectorIndex:
             ],
             types=("bigint", "text", "text", "text", "vector"),
         )
+        if self.builds.wrote(conn.raw, len(row_ids)):
+            conn.after_commit(lambda raw: self.builds.request(None))
         counts: dict[str, int] = {}
         for partition in partitions:
             counts[partition] = counts.get(partition, 0) + 1
