@@ -326,6 +326,29 @@ def test_erasure_right_after_the_write_that_fills_a_block_waits_for_its_build_an
         assert_exact(nearest(memory, "tea", "bob", 5), "tea", TEXTS[:10], 5)
 
 
+def analyzed(url: str, table: str) -> bool:
+    """Whether `table` was analyzed by a statement (autovacuum's own analyses are not counted)."""
+    with Raw(url) as raw:
+        row = raw.execute(
+            "SELECT last_analyze FROM pg_stat_user_tables WHERE schemaname = current_schema() AND relname = ?",
+            (table,),
+        ).fetchone()
+    return row is not None and row[0] is not None
+
+
+def test_the_write_path_tables_are_analyzed_in_the_background_as_a_store_grows_from_empty(pg_url):
+    texts = [f"note {i} about {['tea', 'maps'][i % 2]}" for i in range(1600)]
+    with Memory(pg_url, embedder=EMBEDDER) as memory:
+        memory.add(texts[:900], user_id="ada", infer=False)
+        settled(memory)
+        assert not analyzed(pg_url, "memories")  # below 1,000 rows: left to autovacuum
+        memory.add(texts[900:], user_id="ada", infer=False)
+        settled(memory)
+        assert all(
+            analyzed(pg_url, table) for table in ("memories", "episodes", "memory_sources", "memory_vectors")
+        )
+
+
 def test_a_block_index_dropped_by_another_process_leaves_its_rows_searchable(pg_url):
     with Memory(pg_url, embedder=EMBEDDER, postgres={"exact_max_rows": 40}) as memory:
         memory.add(TEXTS[:100], user_id="ada", infer=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
@@ -22,6 +22,7 @@ from dspy_memory.errors import (
     ReadOnlyError,
 )
 from dspy_memory.store.faults import sqlite_storage_error as storage_error
+from dspy_memory.store.sqlite.batch_insert import insert_rows
 from dspy_memory.store.sqlite.cipher import apply_key, cipher_version, no_cipher_error
 
 # sqlean.py first: a recent SQLite with extension loading on Linux, macOS and Windows.
@@ -163,9 +164,6 @@ def cipher_driver() -> tuple[ModuleType | None, str]:
 
 
 PAGE_SIZE = 8192
-# Parameters per multi-row INSERT: 11,000 for the 22 columns of memories, within the 32,766
-# SQLite allows.
-_MAX_PARAMETERS = 11_000
 
 
 def open_connection(
@@ -352,37 +350,7 @@ class Connections:
         finally:
             self._local.depth = 0
 
-    @staticmethod
-    def insert_rows(
-        conn: Any,
-        table: str,
-        columns: Sequence[str],
-        rows: Sequence[Sequence[Any]],
-        *,
-        generated: str | None = None,
-    ) -> list[int]:
-        """Insert `rows` (values in the order of `columns`) into `table` inside the caller's
-        transaction; with `generated`, the ids that column (an INTEGER PRIMARY KEY) gave the
-        rows, in the rows' order (store/backend.py, Connections.insert_rows)."""
-        values = "(" + ", ".join(["?"] * len(columns)) + ")"
-        head = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
-        if generated is None:
-            conn.executemany(head + values, rows)
-            return []
-        ids: list[int] = []
-        # Several rows per statement: one statement per row cost a fifth of an add of raw turns.
-        per_statement = max(1, _MAX_PARAMETERS // len(columns))
-        for offset in range(0, len(rows), per_statement):
-            chunk = rows[offset : offset + per_statement]
-            returned = conn.execute(
-                head + ", ".join([values] * len(chunk)) + f" RETURNING {generated}",
-                [value for row in chunk for value in row],
-            ).fetchall()
-            # RETURNING's order is not promised, but a new row's id is above every id before
-            # it (the largest plus one; AUTOINCREMENT: above any ever used) and the rows of a
-            # statement are inserted in order, so sorted ids are the rows' order.
-            ids += sorted(row[0] for row in returned)
-        return ids
+    insert_rows = staticmethod(insert_rows)  # store/backend.py, Connections.insert_rows
 
     def in_transaction(self) -> bool:
         """Whether this thread is inside `transaction()`."""
