@@ -105,7 +105,7 @@ class TurnContext:
     """
 
     def __init__(
-        self, conns: Connections, keywords: KeywordIndex, *, before: int, after: int, gap_minutes: float
+        self, conns: Connections, keywords: KeywordIndex, before: int, after: int, gap_minutes: float
     ) -> None:
         self._conns = conns
         self._keywords = keywords
