@@ -88,9 +88,10 @@ def test_a_batch_without_generated_ids_returns_none_and_an_empty_batch_inserts_n
             assert conn.execute("SELECT count(*) FROM memory_events").fetchone()[0] == 3
 
 
-def test_nul_in_a_batch_is_refused_on_postgres_with_nothing_stored_and_kept_exactly_on_sqlite(db_path):
-    rows = event_rows(10)
-    rows[7] = (*rows[7][:6], "before\x00after", *rows[7][7:])
+@pytest.mark.parametrize("count", [3, 10])  # a small batch is one INSERT on PostgreSQL, a larger one COPY
+def test_nul_in_a_batch_is_refused_on_postgres_with_nothing_stored_and_kept_exactly_on_sqlite(db_path, count):
+    rows = event_rows(count)
+    rows[-2] = (*rows[-2][:6], "before\x00after", *rows[-2][7:])
     with Memory(db_path, embedder=HashEmbedder(16)) as memory:
         if memory.store.backend_name == "postgres":
             with pytest.raises(InvalidInputError, match="U\\+0000"):
@@ -101,7 +102,7 @@ def test_nul_in_a_batch_is_refused_on_postgres_with_nothing_stored_and_kept_exac
             return
         with memory.store.transaction() as conn:
             ids = memory.store._conns.insert_rows(conn, "memory_events", COLUMNS, rows, generated="id")
-        assert stored_events(memory, ids)[ids[7]][6] == "before\x00after"
+        assert stored_events(memory, ids)[ids[-2]][6] == "before\x00after"
 
 
 def test_memories_added_in_a_batch_get_row_ids_in_order_with_their_vectors_and_keyword_rows(db_path):

@@ -20,6 +20,7 @@ from dspy_memory.store.faults import postgres_storage_error as storage_error
 from dspy_memory.store.postgres.dialect import number, prepared, row_factory, translate
 
 _ID_TYPE = "bigint"  # of the identity columns (store/postgres/schema.py)
+_COPY_MIN_ROWS = 8  # batches this small are inserted by one INSERT
 
 
 class Connection:
@@ -255,6 +256,18 @@ class Connections:
         order, as the column's default would draw them."""
         if not rows:
             return []
+        if len(rows) <= _COPY_MIN_ROWS:
+            # A few rows (one message's): one INSERT, one round trip, its text prepared after 5
+            # runs. COPY takes three (the ids, COPY, its end): +10% on an add of one message.
+            values = "(" + ", ".join(["%s"] * len(columns)) + ")"
+            returning = f" RETURNING {generated}" if generated is not None else ""
+            with _nul_refused():
+                returned = conn.raw.execute(
+                    f"INSERT INTO {table} ({', '.join(columns)}) VALUES {', '.join([values] * len(rows))}{returning}",
+                    [value for row in rows for value in row],
+                )
+                # The identity is drawn row by row in the rows' order (writers are serialized).
+                return sorted(row[0] for row in returned.fetchall()) if generated is not None else []
         ids: list[int] = []
         if generated is not None:
             ids = [
