@@ -5,9 +5,9 @@ block is a partial HNSW index over a fixed row_id range (`Block.predicate`), nam
 range (`Block.name`), so the catalog is the blocks' only record. The rows after the last block
 (the tail, fewer than `block_rows` unless a build is pending) are scanned exactly. A block is
 built once the tail fills it, after the write that filled it has committed, in the background
-(`build`, store/postgres/hnsw_builds.py); a block
-an erasure empties loses its index (`prune`). Searches (store/postgres/vectors.py) go through
-`ranges`: every block, every gap between blocks and the tail, so no row is out of reach.
+(`build`, store/postgres/hnsw_builds.py); a block an erasure empties loses its index (`prune`).
+Searches (store/postgres/vectors.py) go through `ranges`: every block, every gap between blocks
+and the tail, so no row is out of reach.
 """
 
 from __future__ import annotations
