@@ -13,6 +13,9 @@ or cancelled build left invalid is dropped and built again by the next build of 
 Closing waits for the builds asked for up to `close_wait_s`, then cancels the one running and
 drops the rest: what is left unbuilt is built by the next write to the partition or the next
 opening. `wait` waits for every build asked for so far (the bench, tests).
+
+The same worker refreshes the planner's statistics of the write path's tables as the store grows
+(`wrote`, STATISTICS_TABLES below): like a build, work a write asks for and need not wait for.
 """
 
 from __future__ import annotations
