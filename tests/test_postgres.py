@@ -195,6 +195,9 @@ def test_a_small_tenant_in_a_large_hnsw_partition_gets_every_hit(postgres_server
         memory.add(
             [f"note {i} about a rare orchid" for i in range(3)], user_id="ada", run_id="small", infer=False
         )
+        assert memory.store.vectors.wait_for_builds(
+            60
+        )  # through the blocks' indexes, built in the background
         hits = memory.search("gardening", user_id="ada", run_id="small", recipe="dense", k=10)
         assert sorted(hit.memory.content for hit in hits) == [
             f"note {i} about a rare orchid" for i in range(3)
@@ -218,6 +221,7 @@ def test_dense_search_matches_exact_cosine_through_hnsw(postgres_server, request
     texts = [f"memory {i} of {i % 7} kind {i % 13}" for i in range(300)]
     with Memory(url, embedder=embedder, postgres={"exact_max_rows": 10}) as memory:
         memory.add(texts, user_id="ada", infer=False)
+        assert memory.store.vectors.wait_for_builds(60)
         query = "memory 42 of 0 kind 3"
         hits = memory.search(query, user_id="ada", recipe="dense", k=5)
     vectors = embedder.embed(texts)
@@ -277,6 +281,7 @@ def test_an_erased_vector_leaves_the_hnsw_index_file(pg_url):
         memory.add("Ada likes tea.", user_id="ada", infer=False)
         [record] = memory.add("Ada's secret is zanzibarquartz.", user_id="ada", infer=False).memories
         memory.add("Ada reads maps.", user_id="ada", infer=False)
+        assert memory.store.vectors.wait_for_builds(60)  # the block's index is built in the background
         vector = np.array(one_hot(["secret"])[0], dtype=np.float32).tobytes()
         with Raw(pg_url) as raw:
             folder = raw.execute("SHOW data_directory").fetchone()[0]

@@ -11,6 +11,7 @@ filters, and what erasure must do to the database files.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -42,6 +43,21 @@ class Connections(Protocol):
     def transaction(self) -> AbstractContextManager[Any]: ...
     def transaction_if_free(self) -> AbstractContextManager[Any | None]: ...
     def in_transaction(self) -> bool: ...
+    def insert_rows(
+        self,
+        conn: Any,
+        table: str,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        *,
+        generated: str | None = None,
+    ) -> list[int]:
+        """Insert `rows` (values in the order of `columns`) into `table` in the caller's
+        transaction `conn`, the batch as the backend writes batches fastest (SQLite: prepared
+        statements; PostgreSQL: COPY); with `generated`, the ids that column gave the rows, in
+        the rows' order."""
+        ...
+
     def check_open(self) -> None: ...
     def close(self) -> None: ...
     @property

@@ -104,7 +104,10 @@ class TurnContext:
     let erasure rebuild every context that quoted an erased episode (`rebuild_after_erasure`).
     """
 
-    def __init__(self, keywords: KeywordIndex, *, before: int, after: int, gap_minutes: float) -> None:
+    def __init__(
+        self, conns: Connections, keywords: KeywordIndex, before: int, after: int, gap_minutes: float
+    ) -> None:
+        self._conns = conns
         self._keywords = keywords
         self.before = before
         self.after = after
@@ -138,8 +141,10 @@ class TurnContext:
     def indexed(self, conn: Any, contexts: dict[int, tuple[str, list[str]]]) -> None:
         """New turn rows were inserted with `contexts` ({row id: (text, episode ids)}): record
         which episodes each quotes."""
-        conn.executemany(
-            _INSERT_LINK,
+        self._conns.insert_rows(
+            conn,
+            "turn_context",
+            ("row_id", "episode_id"),
             [
                 (row_id, episode_id)
                 for row_id, (_, ids) in contexts.items()
@@ -349,7 +354,6 @@ def _same_scope(scope: tuple[Any, ...]) -> tuple[str, list[Any]]:
 
 # No ON CONFLICT: on SQLite `turn_context` is a view (store/sqlite/migrations.py, 11), and a
 # row's links are written once, after its old ones are deleted.
-_INSERT_LINK = "INSERT INTO turn_context (row_id, episode_id) VALUES (?, ?)"
 
 # Episodes read in one span for a batch's windows; more (a batch spread over a long stretch of
 # existing history) and each window is read on its own.

@@ -26,17 +26,20 @@ from dspy_memory.store.turns import TurnContext
 from dspy_memory.types import MemoryRecord, Scope
 from dspy_memory.util.timeutil import now_db
 
-_INSERT_EVENT = (
-    "INSERT INTO memory_events (memory_id, user_id, agent_id, run_id, event, version, old_content, "
-    "new_content, reason, actor, episode_id, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-
-_MEMORY_VALUES = "(" + ", ".join(["?"] * 22) + ")"
-_INSERT_CHUNK = 500  # rows per INSERT: 11,000 parameters (SQLite allows 32,766; PostgreSQL 65,535)
+_EVENT_COLUMNS = (
+    "memory_id", "user_id", "agent_id", "run_id", "event", "version", "old_content", "new_content", "reason",
+    "actor", "episode_id", "metadata", "created_at",
+)  # fmt: skip
+_INSERT_EVENT = f"INSERT INTO memory_events ({', '.join(_EVENT_COLUMNS)}) VALUES ({', '.join(['?'] * 13)})"
+_MEMORY_COLUMNS = (
+    "id", "version", "user_id", "agent_id", "run_id", "content", "kind", "subject_id", "predicate",
+    "object_id", "confidence", "importance", "strength", "access_count", "last_accessed_at", "content_hash",
+    "metadata", "valid_at", "invalid_at", "created_at", "superseded_by", "pinned",
+)  # fmt: skip
 
 
 def _memory_row(item: NewMemory, created_at: str) -> tuple[Any, ...]:
-    """The values of `item`'s memories row, in the columns' order of insert_memories."""
+    """The values of `item`'s memories row, in the order of _MEMORY_COLUMNS."""
     return (
         item.id, item.version, item.user_id, item.agent_id, item.run_id, item.content, item.kind,
         item.subject_id, item.predicate, item.object_id, item.confidence, item.importance,
@@ -110,24 +113,14 @@ class MemoryWrites:
         if self.vectors.dim is None:
             raise RuntimeError("bind an embedder (Store.bind_embedder) before inserting memories")
         created_at = at or now_db()
-        row_ids = []
         with self.transaction() as conn:
-            # One statement per chunk of rows, not per row: on PostgreSQL each statement is a
-            # round trip (~0.5 ms, a fifth of an add of raw turns at 5k rows). RETURNING's order
-            # is not guaranteed, so the row ids are matched by (id, version), which is unique.
-            for offset in range(0, len(items), _INSERT_CHUNK):
-                chunk = items[offset : offset + _INSERT_CHUNK]
-                inserted = conn.execute(
-                    "INSERT INTO memories (id, version, user_id, agent_id, run_id, content, kind, "
-                    "subject_id, predicate, object_id, confidence, importance, strength, "
-                    "access_count, last_accessed_at, content_hash, metadata, valid_at, invalid_at, "
-                    "created_at, superseded_by, pinned) VALUES "
-                    + ", ".join([_MEMORY_VALUES] * len(chunk))
-                    + " RETURNING row_id, id, version",
-                    [value for item in chunk for value in _memory_row(item, created_at)],
-                ).fetchall()
-                by_key = {(row["id"], row["version"]): row["row_id"] for row in inserted}
-                row_ids += [by_key[(item.id, item.version)] for item in chunk]
+            row_ids = self._conns.insert_rows(
+                conn,
+                "memories",
+                _MEMORY_COLUMNS,
+                [_memory_row(item, created_at) for item in items],
+                generated="row_id",
+            )
             # A raw turn is indexed with the conversation around its episode (store/turns.py).
             anchors = {
                 row_id: item.episode_ids[0]
@@ -160,8 +153,10 @@ class MemoryWrites:
             )
             link_sources(conn, [(item.id, ep, created_at) for item in items for ep in item.episode_ids])
             self.turn_context.indexed(conn, contexts)
-            conn.executemany(
-                _INSERT_EVENT,
+            self._conns.insert_rows(
+                conn,
+                "memory_events",
+                _EVENT_COLUMNS,
                 [
                     (
                         item.id,

@@ -122,6 +122,7 @@ class PostgresBackend:
             lock_key=key,
             read_only=read_only,
         )
+        self.vectors.builds.start(self.conns.read)
 
     def _ensure_vector(self, raw: Any) -> None:
         import psycopg
@@ -162,6 +163,8 @@ class PostgresBackend:
         left an erased vector inside the HNSW index), so no query or index scan finds them. What
         VACUUM does not do (docs/scaling.md, "Erasure"): zero the freed bytes inside pages, or
         reach WAL segments, replicas and backups that still hold them."""
+        # A block build of this store holds a lock VACUUM waits for (and would time out on).
+        self.vectors.builds.wait()
         with self.conns.read() as conn:
             for table in _ERASED_TABLES:
                 conn.execute(f"VACUUM (INDEX_CLEANUP ON) {table}")
@@ -190,6 +193,7 @@ class PostgresBackend:
         return None
 
     def close(self) -> None:
+        self.vectors.builds.close()
         self.conns.close()
 
 

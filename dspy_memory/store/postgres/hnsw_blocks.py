@@ -4,9 +4,10 @@ A partition (a user's vectors) is indexed in blocks of `block_rows` rows in row_
 block is a partial HNSW index over a fixed row_id range (`Block.predicate`), named after the
 range (`Block.name`), so the catalog is the blocks' only record. The rows after the last block
 (the tail, fewer than `block_rows` unless a build is pending) are scanned exactly. A block is
-built once the tail fills it, after the write that filled it has committed (`build`); a block
-an erasure empties loses its index (`prune`). Searches (store/postgres/vectors.py) go through
-`ranges`: every block, every gap between blocks and the tail, so no row is out of reach.
+built once the tail fills it, after the write that filled it has committed, in the background
+(`build`, store/postgres/hnsw_builds.py); a block an erasure empties loses its index (`prune`).
+Searches (store/postgres/vectors.py) go through `ranges`: every block, every gap between blocks
+and the tail, so no row is out of reach.
 """
 
 from __future__ import annotations
@@ -124,11 +125,12 @@ class Blocks:
         """Index every block the partition's tail has filled, and rebuild a block's index that a
         failed build left invalid, unless another session holds the partition's lock.
 
-        It runs after the write that filled a block has committed, on the writer's connection,
-        as CREATE INDEX CONCURRENTLY: a plain CREATE INDEX inside the write transaction would hold
-        the write lock (every other writer waits, and times out after busy_timeout) and a SHARE
-        lock on the table for the whole build. CONCURRENTLY cannot run inside a transaction, so
-        it cannot be part of the write; if it fails (the index is left invalid, its range
+        It runs after the write that filled a block has committed, in the store's background
+        worker (store/postgres/hnsw_builds.py; on opening, in `ensure`), as CREATE INDEX
+        CONCURRENTLY: a plain CREATE INDEX inside the write transaction would hold the write lock
+        (every other writer waits, and times out after busy_timeout) and a SHARE lock on the
+        table for the whole build. CONCURRENTLY cannot run inside a transaction, so it cannot be
+        part of the write; if it fails or is cancelled (the index is left invalid, its range
         scanned exactly meanwhile) the next write to the partition builds it again."""
         key_hash = _key_hash(raw, partition)
         with self._locked(raw, key_hash) as locked:

@@ -65,7 +65,6 @@ REINDEX_WORDS = """UPDATE memory_terms AS t
         FROM turn_context AS l JOIN episodes AS e ON e.id = l.episode_id GROUP BY l.row_id
     ) AS c ON c.row_id = m.row_id
     WHERE m.row_id = t.row_id"""
-_VECTOR = "setweight(words_vector(?), 'A') || setweight(words_vector(?), 'B')"
 # FTS5's bm25() constants (term frequency saturation, length normalization).
 K1, B = 1.2, 0.75
 
@@ -140,9 +139,27 @@ class KeywordIndex:
         self._lock = threading.Lock()
 
     def insert(self, conn: Any, rows: list[tuple[int, str, str, str | None, str | None, str | None]]) -> None:
-        conn.executemany(
-            f"INSERT INTO memory_terms (row_id, partition_key, terms) VALUES (?, ?, {_VECTOR})",
-            [(row_id, user or NO_USER, content, context) for row_id, content, context, user, _, _ in rows],
+        # One statement for the batch, its text the same every time (prepared once per
+        # connection), the rows bound as one JSON array: a statement per row, or the rows as
+        # arrays (which psycopg builds in Python), cost several times more.
+        conn.execute(
+            "INSERT INTO memory_terms (row_id, partition_key, terms) "
+            "SELECT r.row_id, r.partition_key, setweight(words_vector(r.content), 'A') || "
+            "setweight(words_vector(r.context), 'B') FROM json_to_recordset(?::json) "
+            "AS r(row_id bigint, partition_key text, content text, context text)",
+            (
+                json.dumps(
+                    [
+                        {
+                            "row_id": row_id,
+                            "partition_key": user or NO_USER,
+                            "content": content,
+                            "context": context,
+                        }
+                        for row_id, content, context, user, _, _ in rows
+                    ]
+                ),
+            ),
         )
 
     def set_contexts(self, conn: Any, contexts: list[tuple[int, str]]) -> None:

@@ -24,7 +24,9 @@ from typing import Any
 import numpy as np
 
 from dspy_memory.errors import ConfigError
+from dspy_memory.store.postgres.connection import Connections
 from dspy_memory.store.postgres.hnsw_blocks import Block, Blocks
+from dspy_memory.store.postgres.hnsw_builds import BackgroundBuilds
 from dspy_memory.store.queries import CANDIDATES_FROM, SIGNAL_COLUMNS, Candidate
 
 EF_SEARCH_MAX = 1000  # pgvector's largest hnsw.ef_search
@@ -40,6 +42,12 @@ class VectorIndex:
             )
         self.dim: int | None = None
         self.blocks = Blocks(exact_max_rows)
+        self.builds = BackgroundBuilds(self.blocks)
+
+    def wait_for_builds(self, timeout: float | None = None) -> bool:
+        """Wait until the HNSW block builds that writes asked for have finished (they run in the
+        background); False if `timeout` seconds passed first."""
+        return self.builds.wait(timeout)
 
     @staticmethod
     def decode(stored: Any) -> np.ndarray:
@@ -60,15 +68,20 @@ class VectorIndex:
         embeddings: np.ndarray,
     ) -> None:
         embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
-        conn.executemany(
-            "INSERT INTO memory_vectors (row_id, partition_key, agent_id, run_id, embedding) VALUES (?, ?, ?, ?, ?)",
+        Connections.insert_rows(
+            conn,
+            "memory_vectors",
+            ("row_id", "partition_key", "agent_id", "run_id", "embedding"),
             [
                 (row_id, partition, agent, run, embeddings[i])
                 for i, (row_id, partition, agent, run) in enumerate(
                     zip(row_ids, partitions, agent_ids, run_ids)
                 )
             ],
+            types=("bigint", "text", "text", "text", "vector"),
         )
+        if self.builds.wrote(conn.raw, len(row_ids)):
+            conn.after_commit(lambda raw: self.builds.request(None))
         counts: dict[str, int] = {}
         for partition in partitions:
             counts[partition] = counts.get(partition, 0) + 1
@@ -84,9 +97,8 @@ class VectorIndex:
         ).fetchall()
         for partition, row_count in grown:
             if self.blocks.filled(conn.raw, partition, row_count):
-                conn.after_commit(
-                    lambda raw, p=partition: self.blocks.safely("built", self.blocks.build, raw, p)
-                )
+                # Built in the background once the write has committed (store/postgres/hnsw_builds.py).
+                conn.after_commit(lambda raw, p=partition: self.builds.request(p))
 
     def delete(self, conn: Any, row_ids: list[int]) -> int:
         if not row_ids:
@@ -106,14 +118,18 @@ class VectorIndex:
         # An empty partition's row would keep the user id after a purge.
         conn.execute("DELETE FROM vector_partitions WHERE row_count <= 0")
         for partition, ids in sorted(erased.items()):
-            if not self.blocks.indexed(conn.raw, partition):
+            if not self.builds.pending() and not self.blocks.indexed(conn.raw, partition):
                 continue
-            conn.after_commit(
-                lambda raw, p=partition, ids=ids: self.blocks.safely(
-                    "dropped", self.blocks.prune, raw, p, ids
-                )
-            )
+            conn.after_commit(lambda raw, p=partition, ids=ids: self._prune(raw, p, ids))
         return len(deleted)
+
+    def _prune(self, raw: Any, partition: str, erased: list[int]) -> None:
+        """After an erasure committed: drop the indexes of the blocks it emptied, once this
+        store's builds are done (a build holds the partition's lock, and would have the drop
+        skipped). Not inside the erasure's transaction: a build waits for it to end."""
+        self.builds.wait()
+        if self.blocks.indexed(raw, partition):
+            self.blocks.safely("dropped", self.blocks.prune, raw, partition, erased)
 
     def ensure_indexes(self, raw: Any) -> None:
         """On opening (`raw`: a psycopg connection in autocommit mode): see Blocks.ensure."""

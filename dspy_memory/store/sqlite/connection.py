@@ -22,6 +22,7 @@ from dspy_memory.errors import (
     ReadOnlyError,
 )
 from dspy_memory.store.faults import sqlite_storage_error as storage_error
+from dspy_memory.store.sqlite.batch_insert import insert_rows
 from dspy_memory.store.sqlite.cipher import apply_key, cipher_version, no_cipher_error
 
 # sqlean.py first: a recent SQLite with extension loading on Linux, macOS and Windows.
@@ -348,6 +349,8 @@ class Connections:
             raise
         finally:
             self._local.depth = 0
+
+    insert_rows = staticmethod(insert_rows)  # store/backend.py, Connections.insert_rows
 
     def in_transaction(self) -> bool:
         """Whether this thread is inside `transaction()`."""
