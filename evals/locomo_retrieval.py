@@ -247,7 +247,7 @@ def summarize(answered: list[Answered], ks: tuple[int, ...] = KS) -> dict[str, A
 
 
 def evaluate(
-    memory: Memory,
+    memory: Memory | dict[str, Memory],
     conversations: list[Conversation],
     recipes: list[str],
     *,
@@ -259,11 +259,16 @@ def evaluate(
 ) -> dict[str, Any]:
     """Evidence recall@k per recipe, overall and per category, session-level recall, per
     conversation R@10, plus search latency; `kinds` limits the search to those kinds of memory;
-    `before(conversation)` runs before its questions are asked (e.g. to set the clock)."""
+    `before(conversation)` runs before its questions are asked (e.g. to set the clock).
+    `memory` may map each conversation's id to the Memory that holds it."""
     results: dict[str, Any] = {}
+
+    def memory_of(conversation: Conversation) -> Memory:
+        return memory[conversation.sample_id] if isinstance(memory, dict) else memory
+
     for recipe in recipes:
         # Each recipe pays for its own query embeddings, so latencies compare fairly.
-        clear = getattr(memory.embedder, "clear_cache", None)
+        clear = getattr(memory_of(conversations[0]).embedder, "clear_cache", None)
         if clear is not None and fresh_embeddings:
             clear()
         latencies: list[float] = []
@@ -275,7 +280,13 @@ def evaluate(
             if before is not None:
                 before(conversation)
             found, missing = ask(
-                memory, conversation, recipe, categories=categories, ks=ks, kinds=kinds, latencies=latencies
+                memory_of(conversation),
+                conversation,
+                recipe,
+                categories=categories,
+                ks=ks,
+                kinds=kinds,
+                latencies=latencies,
             )
             answered += found
             skipped += missing
@@ -309,6 +320,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--embedder", default="local", help="embedder spec (default: local MiniLM)")
     parser.add_argument("--recipes", default="keyword,dense,hybrid", help="comma-separated recipes")
     parser.add_argument("--db", default=None, help="memory file (default: a temporary file)")
+    parser.add_argument(
+        "--file-per-conversation",
+        action="store_true",
+        help="each conversation in its own SQLite file, so that FTS5's BM25 statistics (file-wide) are "
+        "its own, as PostgreSQL's (per user) are",
+    )
     parser.add_argument("--no-speaker", action="store_true", help="index turn text without the speaker name")
     parser.add_argument("--no-caption", action="store_true", help="do not append image captions")
     parser.add_argument(
@@ -376,9 +393,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         retrieval.update(turn_context_before=before, turn_context_after=after)
     if retrieval:
         settings["retrieval"] = retrieval
+    if args.file_per_conversation and (args.db or args.facts != "turns"):
+        raise SystemExit(
+            "--file-per-conversation indexes raw turns into temporary files: no --db, no --facts"
+        )
     embedder = make_embedder(args.embedder)
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or str(Path(tmp) / "locomo.db")
+        files = {c.sample_id: str(Path(tmp) / f"{c.sample_id}.db") for c in conversations}
         start = time.perf_counter()
         total = sum(len(c.turns) for c in conversations)
         if args.facts == "observation":
@@ -389,18 +411,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             )
         else:
             stage(f"indexing {total:,} turns of {len(conversations)} conversations with {embedder.name}")
-            with Memory(db, embedder=embedder, **settings) as memory:
-                stored = sum(
-                    index_conversation(memory, c, speaker=not args.no_speaker, caption=not args.no_caption)
-                    for c in progress(conversations, desc="conversations indexed")
-                )
+            stored = 0
+            for c in progress(conversations, desc="conversations indexed"):
+                with Memory(
+                    files[c.sample_id] if args.file_per_conversation else db, embedder=embedder, **settings
+                ) as memory:
+                    stored += index_conversation(
+                        memory, c, speaker=not args.no_speaker, caption=not args.no_caption
+                    )
         index_seconds = time.perf_counter() - start
         kinds = ["fact"] if args.facts == "observation" else None
-        with Memory(db, embedder=embedder, **settings) as memory:
+        paths = files if args.file_per_conversation else {c.sample_id: db for c in conversations}
+        opened = {path: Memory(path, embedder=embedder, **settings) for path in set(paths.values())}
+        try:
+            by_conversation = {name: opened[path] for name, path in paths.items()}
             memories = sum(
-                len(memory.get_all(user_id=c.sample_id, kinds=kinds, limit=100_000)) for c in conversations
+                len(by_conversation[c.sample_id].get_all(user_id=c.sample_id, kinds=kinds, limit=100_000))
+                for c in conversations
             )
-            results = evaluate(memory, conversations, recipes, kinds=kinds)
+            results = evaluate(by_conversation, conversations, recipes, kinds=kinds)
+        finally:
+            for memory in opened.values():
+                memory.close()
 
     groups = ["overall"] + [CATEGORY_NAMES[c] for c in (1, 2, 3, 4)]
     rows = []
@@ -443,6 +475,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "speaker_in_text": not args.no_speaker,
         "caption_in_text": not args.no_caption,
         "turn_context": args.turn_context,
+        "file_per_conversation": args.file_per_conversation,
         "retrieval_settings": retrieval,
         "machine": machine(),
         "results": results,

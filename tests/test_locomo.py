@@ -288,6 +288,32 @@ def test_a_trial_takes_every_setting_it_does_not_name_from_the_anchor_not_the_li
     assert retrieval_of(((2, 1), (("candidates", 60),)))["candidates"] == 60
 
 
+def test_file_per_conversation_keeps_each_conversation_alone_in_its_file(tmp_path, monkeypatch):
+    """FTS5's BM25 statistics are file-wide: to compare SQLite with PostgreSQL's per-user
+    statistics, each conversation is indexed and searched in a file of its own."""
+    import evals.locomo_retrieval as retrieval
+
+    opened = []
+
+    class Recorded(retrieval.Memory):
+        def __init__(self, path, **options):
+            opened.append(Path(path).name)
+            super().__init__(path, **options)
+
+    monkeypatch.setattr(retrieval, "Memory", Recorded)
+    argv = ["--data", str(three_conversations(tmp_path)), "--split", "all", "--embedder", "test"]
+    argv += ["--recipes", "keyword", "--out", str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.png")]
+    shared = main(argv)
+    alone = main([*argv, "--file-per-conversation"])
+    assert set(opened) == {"locomo.db", "conv-a.db", "conv-b.db", "conv-c.db"}
+    assert alone["file_per_conversation"] and not shared["file_per_conversation"]
+    assert alone["memories"] == shared["memories"] == alone["turns"]
+    assert alone["results"]["keyword"]["questions"] == shared["results"]["keyword"]["questions"]
+    assert set(alone["results"]["keyword"]["per_conversation"]) == {"conv-a", "conv-b", "conv-c"}
+    with pytest.raises(SystemExit):
+        main([*argv, "--file-per-conversation", "--db", str(tmp_path / "one.db")])
+
+
 def test_session_recall_counts_the_evidence_sessions_among_the_hits_sessions(mini_file, tmp_path):
     from dspy_memory import Memory
     from evals.locomo_retrieval import ask, index_conversation
