@@ -28,6 +28,7 @@ start compares the cached and uncached results of the defaults.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import tempfile
 from collections.abc import Callable
@@ -124,10 +125,12 @@ class SourceCache:
 
 
 class Trials:
-    """Per-question results of (recipe, setting), measured once each over every conversation."""
+    """Per-question results of (recipe, setting), measured once each over every conversation.
+    `dbs`: per context window, the file each conversation is indexed in (one for all, or one
+    each with --file-per-conversation)."""
 
     def __init__(
-        self, conversations: list[Conversation], embedder: Any, dbs: dict[tuple[int, int], str]
+        self, conversations: list[Conversation], embedder: Any, dbs: dict[tuple[int, int], dict[str, str]]
     ) -> None:
         self.conversations, self.embedder, self.dbs = conversations, embedder, dbs
         self.results: dict[tuple[str, Setting], list[Answered]] = {}
@@ -139,16 +142,25 @@ class Trials:
             return self.results[key]
         window, _ = setting
         retrieval = retrieval_of(setting)
-        # track_access off: a recall would strengthen what earlier questions found.
-        with Memory(
-            self.dbs[window], embedder=self.embedder, retrieval=retrieval, track_access=False
-        ) as memory:
-            if cached:
-                retriever = memory._retriever  # the eval's seam: the sources' answers are cached
-                retriever.store = SourceCache(
-                    retriever.store, self._caches[window], retrieval.get("keyword_context_weight", 0.5)
-                )
-            answered = [a for c in self.conversations for a in ask(memory, c, recipe)[0]]
+        answered: list[Answered] = []
+        with contextlib.ExitStack() as opened:
+            memories: dict[str, Memory] = {}
+            for conversation in self.conversations:
+                path = self.dbs[window][conversation.sample_id]
+                if path not in memories:
+                    # track_access off: a recall would strengthen what earlier questions found.
+                    memory = opened.enter_context(
+                        Memory(path, embedder=self.embedder, retrieval=retrieval, track_access=False)
+                    )
+                    if cached:
+                        retriever = memory._retriever  # the eval's seam: the sources' answers are cached
+                        retriever.store = SourceCache(
+                            retriever.store,
+                            self._caches[window],
+                            retrieval.get("keyword_context_weight", 0.5),
+                        )
+                    memories[path] = memory
+                answered += ask(memories[path], conversation, recipe)[0]
         if cached:
             self.results[key] = answered
         return answered
@@ -277,16 +289,23 @@ def cross_validate(args: argparse.Namespace, conversations: list[Conversation]) 
         raise SystemExit("--cv measures raw turns; facts have no conversation context to choose")
     embedder = make_embedder(args.embedder)
     names = [c.sample_id for c in conversations]
+    alone = getattr(args, "file_per_conversation", False)
     with tempfile.TemporaryDirectory() as tmp:
-        dbs = {window: str(Path(tmp) / f"context_{window[0]}_{window[1]}.db") for window in WINDOWS}
-        for window, db in dbs.items():
+        dbs = {
+            window: {
+                name: str(Path(tmp) / f"context_{window[0]}_{window[1]}{'_' + name if alone else ''}.db")
+                for name in names
+            }
+            for window in WINDOWS
+        }
+        for window, files in dbs.items():
             stage(f"indexing turns with the context window {window}")
-            with Memory(
-                db,
-                embedder=embedder,
-                retrieval=dict(zip(("turn_context_before", "turn_context_after"), window)),
-            ) as memory:
-                for conversation in conversations:
+            for conversation in conversations:
+                with Memory(
+                    files[conversation.sample_id],
+                    embedder=embedder,
+                    retrieval=dict(zip(("turn_context_before", "turn_context_after"), window)),
+                ) as memory:
                     index_conversation(memory, conversation)
         trials = Trials(conversations, embedder, dbs)
         default_setting = setting_of(RetrievalConfig())
@@ -302,6 +321,7 @@ def cross_validate(args: argparse.Namespace, conversations: list[Conversation]) 
             "embedder": embedder.name,
             "machine": machine(),
             "conversations": names,
+            "file_per_conversation": alone,
             "grid": {
                 "windows": WINDOWS,
                 "context_weights": CONTEXT_WEIGHTS,
@@ -388,7 +408,8 @@ def print_report(report: dict[str, Any]) -> None:
                 recipes["hybrid"]["folds"][name]["setting"],
             ]
         )
-    print("\nLoCoMo dev, leave-one-conversation-out: R@10 on the held-out conversation\n")
+    files = ", each conversation in a file of its own" if report.get("file_per_conversation") else ""
+    print(f"\nLoCoMo dev, leave-one-conversation-out{files}: R@10 on the held-out conversation\n")
     print(
         table(
             [

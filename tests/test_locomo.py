@@ -233,6 +233,35 @@ def test_cv_holds_out_each_conversation_and_reports_it_per_conversation_and_cate
     assert (tmp_path / "cv.png").stat().st_size > 0
 
 
+def test_cv_can_index_each_conversation_in_a_file_of_its_own(tmp_path, capsys, monkeypatch):
+    import evals.locomo_cv as cv
+
+    for name, value in (("WINDOWS", [(2, 1)]), ("CONTEXT_WEIGHTS", [0.5]), ("FUSIONS", cv.FUSIONS[:1])):
+        monkeypatch.setattr(cv, name, value)
+    for name in ("AGREEMENTS", "BOOSTS", "SAID_TOGETHER", "SPEAKERS"):
+        monkeypatch.setattr(cv, name, getattr(cv, name)[:1])
+    monkeypatch.setattr(cv, "CANDIDATES", (30,))
+    opened = []
+
+    class Recorded(cv.Memory):
+        def __init__(self, path, **options):
+            opened.append(Path(path).name)
+            super().__init__(path, **options)
+
+    monkeypatch.setattr(cv, "Memory", Recorded)
+    report = main(
+        ["--data", str(three_conversations(tmp_path)), "--split", "all", "--embedder", "test", "--cv"]
+        + ["--file-per-conversation", "--out", str(tmp_path / "cv.json"), "--plot", str(tmp_path / "cv.png")]
+    )
+    assert set(opened) == {"context_2_1_conv-a.db", "context_2_1_conv-b.db", "context_2_1_conv-c.db"}
+    assert report["file_per_conversation"] and set(report["recipes"]["hybrid"]["folds"]) == {
+        "conv-a",
+        "conv-b",
+        "conv-c",
+    }
+    assert "each conversation in a file of its own" in capsys.readouterr().out
+
+
 def test_a_fold_chooses_on_the_other_conversations_only_and_keeps_the_default_within_the_margin():
     """The setting that is best on the held-out conversation but worst on the others must not
     be chosen for that fold; a default within MARGIN of the best stays."""
