@@ -199,6 +199,19 @@ def three_conversations(tmp_path):
     return path
 
 
+def files_opened(module, monkeypatch):
+    """The names of the files `module` opens a Memory on, in order (its Memory, recorded)."""
+    opened = []
+
+    class Recorded(module.Memory):
+        def __init__(self, path, **options):
+            opened.append(Path(path).name)
+            super().__init__(path, **options)
+
+    monkeypatch.setattr(module, "Memory", Recorded)
+    return opened
+
+
 def test_cv_holds_out_each_conversation_and_reports_it_per_conversation_and_category(
     tmp_path, capsys, monkeypatch
 ):
@@ -241,14 +254,7 @@ def test_cv_can_index_each_conversation_in_a_file_of_its_own(tmp_path, capsys, m
     for name in ("AGREEMENTS", "BOOSTS", "SAID_TOGETHER", "SPEAKERS"):
         monkeypatch.setattr(cv, name, getattr(cv, name)[:1])
     monkeypatch.setattr(cv, "CANDIDATES", (30,))
-    opened = []
-
-    class Recorded(cv.Memory):
-        def __init__(self, path, **options):
-            opened.append(Path(path).name)
-            super().__init__(path, **options)
-
-    monkeypatch.setattr(cv, "Memory", Recorded)
+    opened = files_opened(cv, monkeypatch)
     report = main(
         ["--data", str(three_conversations(tmp_path)), "--split", "all", "--embedder", "test", "--cv"]
         + ["--file-per-conversation", "--out", str(tmp_path / "cv.json"), "--plot", str(tmp_path / "cv.png")]
@@ -322,14 +328,7 @@ def test_file_per_conversation_keeps_each_conversation_alone_in_its_file(tmp_pat
     statistics, each conversation is indexed and searched in a file of its own."""
     import evals.locomo_retrieval as retrieval
 
-    opened = []
-
-    class Recorded(retrieval.Memory):
-        def __init__(self, path, **options):
-            opened.append(Path(path).name)
-            super().__init__(path, **options)
-
-    monkeypatch.setattr(retrieval, "Memory", Recorded)
+    opened = files_opened(retrieval, monkeypatch)
     argv = ["--data", str(three_conversations(tmp_path)), "--split", "all", "--embedder", "test"]
     argv += ["--recipes", "keyword", "--out", str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.png")]
     shared = main(argv)

@@ -82,12 +82,14 @@ def boost_named_speaker(
     if config.speaker_weight <= 0 or not details:
         return
     words = set(re.findall(r"\w+", query.casefold()))
-    for row_id, names in speakers(list(details)).items():
-        if any(_first_word(name) in words for name in names):
+    found = speakers(list(details))
+    named = {name for names in found.values() for name in names if _first_word(name) in words}
+    for row_id, names in found.items():
+        if names & named:
             details[row_id]["speaker"] = 1.0
             details[row_id]["final"] += config.speaker_weight
 
 
 def _first_word(name: str) -> str | None:
-    found = re.search(r"\w+", name.casefold())
-    return found.group(0) if found else None
+    first = re.search(r"\w+", name.casefold())
+    return first.group(0) if first else None

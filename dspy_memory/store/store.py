@@ -115,7 +115,11 @@ class Store(LifecycleRows, WriteConflicts, AccessStatistics, Inspection, MemoryT
             score_budget=keyword_score_budget, context_weight=keyword_context_weight
         )
         self.turn_context = TurnContext(
-            self._conns, self.keywords, turn_context_before, turn_context_after, turn_context_gap_minutes
+            self._conns,
+            self.keywords,
+            before=turn_context_before,
+            after=turn_context_after,
+            gap_minutes=turn_context_gap_minutes,
         )
         self.audit_log = AuditLog(self._conns)
         self.episodes = EpisodeLog(self._conns, self.turn_context, self.audit_log)

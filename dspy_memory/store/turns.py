@@ -105,7 +105,7 @@ class TurnContext:
     """
 
     def __init__(
-        self, conns: Connections, keywords: KeywordIndex, before: int, after: int, gap_minutes: float
+        self, conns: Connections, keywords: KeywordIndex, *, before: int, after: int, gap_minutes: float
     ) -> None:
         self._conns = conns
         self._keywords = keywords
@@ -140,7 +140,9 @@ class TurnContext:
 
     def indexed(self, conn: Any, contexts: dict[int, tuple[str, list[str]]]) -> None:
         """New turn rows were inserted with `contexts` ({row id: (text, episode ids)}): record
-        which episodes each quotes."""
+        which episodes each quotes. A plain insert, no ON CONFLICT: on SQLite `turn_context` is a
+        view (store/sqlite/migrations.py, 11), and a row's links are written once, after its old
+        ones are deleted."""
         self._conns.insert_rows(
             conn,
             "turn_context",
@@ -351,9 +353,6 @@ def _same_scope(scope: tuple[Any, ...]) -> tuple[str, list[Any]]:
             params.append(value)
     return " AND ".join(conditions), params
 
-
-# No ON CONFLICT: on SQLite `turn_context` is a view (store/sqlite/migrations.py, 11), and a
-# row's links are written once, after its old ones are deleted.
 
 # Episodes read in one span for a batch's windows; more (a batch spread over a long stretch of
 # existing history) and each window is read on its own.
