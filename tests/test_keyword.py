@@ -205,7 +205,7 @@ def test_a_stored_text_is_the_first_hit_for_itself(filled, tokens, text):
 @pytest.mark.xfail(
     strict=True,
     reason="known: FTS5's BM25 normalizes by the whole row's length, the turn's conversation "
-    "context included, and a word in over half of the file's rows has an IDF near zero; so a "
+    "context included, and a word in over half of the user's rows has an IDF near zero; so a "
     "one-word turn after two long ones ranks below a longer turn holding the word twice",
 )
 def test_a_one_word_turn_is_the_first_hit_for_itself_even_when_the_word_is_common(tmp_path):

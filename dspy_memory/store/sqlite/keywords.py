@@ -10,6 +10,7 @@ from typing import Any
 
 from dspy_memory.store.keyword import budgeted_terms
 from dspy_memory.store.queries import CANDIDATES_FROM, SIGNAL_COLUMNS, Candidate
+from dspy_memory.store.sqlite.partition_bm25 import PartitionStatistics, partition_scores
 
 # A purge that removes at least this share of the keyword index rebuilds the index ('rebuild':
 # cost proportional to the index, ~1.5-2 us a row here) instead of removing each row's entries
@@ -92,6 +93,7 @@ class KeywordIndex:
         self._frequencies_cache: OrderedDict[tuple[str, str], tuple[int, int]] = OrderedDict()
         self._cache_size = frequency_cache_size
         self._lock = threading.Lock()
+        self.statistics = PartitionStatistics(exact_rows=score_budget)
 
     def insert(self, conn: Any, rows: list[tuple[int, str, str, str | None, str | None, str | None]]) -> None:
         """rows: (row_id, content, context, user_id, agent_id, run_id); context: a raw turn's
@@ -182,6 +184,7 @@ class KeywordIndex:
         """Forget cached term counts (the terms are content: a purge must not leave them here)."""
         with self._lock:
             self._frequencies_cache.clear()
+        self.statistics.clear()
 
     def frequencies(
         self, conn: Any, terms: list[str], tokens: list[str], *, cap: int, rows: int
@@ -262,31 +265,63 @@ class KeywordIndex:
         reference: str,
     ) -> list[Candidate]:
         """Best `n` rows satisfying `predicate` (over `memories m`) by BM25 (higher is better);
-        a term in a raw turn's conversation context weighs `context_weight` of one in its text."""
+        a term in a raw turn's conversation context weighs `context_weight` of one in its text.
+
+        A scope inside one user's rows (or the user-less rows: `scope_rows` known) is ranked
+        with that partition's statistics (store/sqlite/partition_bm25.py), term by term, and
+        planned on its counts. An any-user scope, and a query whose every term is common in the
+        partition (all of them then required), are ranked by FTS5 in one query, with the file's
+        statistics."""
+        if n <= 0:
+            return []
         tokens = scope_tokens(*scope)
-        planned = self.plan(conn, terms, tokens, scope_rows=scope_rows, total_rows=total_rows)
-        if planned is None or n <= 0:
+        # The partition, as the vector index and PostgreSQL draw it: the user's rows.
+        partition_tokens = tokens if scope_rows is None else scope_tokens(scope[0], None, None)
+        planned = self.plan(conn, terms, partition_tokens, scope_rows=scope_rows, total_rows=total_rows)
+        if planned is None:
             return []
         chosen, use_tokens, require_all = planned
-        match = match_expression(chosen, use_tokens, require_all=require_all)
-        # Rank inside FTS5 first, then apply the filters to the best rows only: joining every
-        # matching row to `memories` before ranking costs ~1.5 us a row. Widen when filters
-        # reject too many.
+        if scope_rows is not None and not require_all:
+            scores = partition_scores(
+                conn,
+                [match_expression([term], use_tokens) for term in chosen],
+                user=scope[0],
+                context_weight=self.context_weight,
+                statistics=self.statistics.of(conn, scope[0], rows=scope_rows),
+            )
+            ranked = sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+
+            def best(count: int) -> list[tuple[int, float]]:
+                return ranked[:count]
+        else:
+            match = match_expression(
+                chosen, tokens if use_tokens is not None else None, require_all=require_all
+            )
+
+            def best(count: int) -> list[tuple[int, float]]:
+                # Ranked inside FTS5 first, the filters applied to the best rows only: joining
+                # every matching row to `memories` before ranking costs ~1.5 us a row.
+                return [
+                    (row_id, -rank)
+                    for row_id, rank in conn.execute(
+                        "SELECT rowid, bm25(memories_fts, 1.0, 0.0, ?) AS rank FROM memories_fts "
+                        "WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?",
+                        (self.context_weight, match, count),
+                    )
+                ]
+
+        # Widen when the filters reject too many.
         fetch = n * 2
         while True:
-            ranked = conn.execute(
-                "SELECT rowid, bm25(memories_fts, 1.0, 0.0, ?) AS rank FROM memories_fts "
-                "WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?",
-                (self.context_weight, match, fetch),
-            ).fetchall()
+            found = best(fetch)
             kept = {
                 row[0]: row[1:]
                 for row in conn.execute(
                     f"SELECT {SIGNAL_COLUMNS} FROM {CANDIDATES_FROM} WHERE {predicate}",
-                    [reference, json.dumps([row[0] for row in ranked]), *params],
+                    [reference, json.dumps([row_id for row_id, _ in found]), *params],
                 )
             }
-            hits = [Candidate(row_id, -rank, *kept[row_id]) for row_id, rank in ranked if row_id in kept]
-            if len(hits) >= n or len(ranked) < fetch:
+            hits = [Candidate(row_id, score, *kept[row_id]) for row_id, score in found if row_id in kept]
+            if len(hits) >= n or len(found) < fetch:
                 return hits[:n]
             fetch *= 4
