@@ -2,19 +2,23 @@
 conversation-out cross-validation on the LoCoMo development split, and the recall of what was
 chosen measured on the conversation left out.
 
-For each of the five development conversations in turn, the other four choose the settings:
-first the context window and fusion (stage 1: `turn_context_before/after`,
-`keyword_context_weight`, `fusion`, `rrf_k`, `dense_weight`), then, with those, the sources'
-depth, their agreement and what was said around a strong hit, jointly (stage 2: `candidates`,
-`agreement_depth`, `agreement_share`, `disagreement_dense_weight`, `said_together_weight`),
-then the time boosts and graph expansion (stage 3: `temporal_weight`, `when_weight`,
-`graph_in_hybrid`, `graph_depth`), then the boost of what a speaker the query names said (stage
-4: `speaker_weight`); at each stage the ANCHOR's setting stays unless another beats it by more
-than MARGIN on the four. The conversation left out is then searched with what was chosen. The cross-validated
-number pools the held-out questions of the five folds: it estimates what the whole procedure
-gives on a conversation it never saw. Each recipe gets the same procedure (keyword: the
-window and context weight; dense: none of stage 1). The same procedure on all five
-conversations gives the settings it recommends, which the library's defaults should be.
+For each of the five development conversations in turn, the other four choose the settings.
+Keyword search first, in four stages: the context window (stage 1: `turn_context_before/after`,
+`keyword_context_weight`), then, with those, the candidates per source and what was said around
+a strong hit, jointly (stage 2: `candidates`, `said_together_weight`), then the time boosts and
+graph expansion (stage 3: `temporal_weight`, `when_weight`, `graph_in_hybrid`, `graph_depth`),
+then the boost of what a speaker the query names said (stage 4: `speaker_weight`). Hybrid search
+keeps every one of keyword's choices and chooses only how dense search joins it (the fusion
+stage: `fusion`, `rrf_k`, `dense_weight` and the sources' agreement, `agreement_depth`,
+`agreement_share`, `disagreement_dense_weight`, jointly): the library has one set of settings
+for every recipe, and hybrid is then keyword plus dense, so a fold compares the two on the same
+index, boosts and candidates. Dense search has stages 2-4. At each stage the anchor's setting
+(the ANCHOR's, or for the fusion stage keyword's choice with the ANCHOR's fusion) stays unless
+another beats it by more than MARGIN on the four. The conversation left out is then searched
+with what was chosen. The cross-validated number pools the held-out questions of the five
+folds: it estimates what the whole procedure gives on a conversation it never saw. The same
+procedure on all five conversations gives the settings it recommends, which the library's
+defaults should be.
 
 The test split is never read here. `python -m evals.locomo_retrieval --split test` measures
 the defaults on it, once.
@@ -43,8 +47,8 @@ from evals.locomo import CATEGORY_NAMES, Conversation
 from evals.locomo_retrieval import KS, Answered, ask, index_conversation, summarize
 from evals.report import bar_chart, machine, progress, stage, table, write_json
 
-# Stage 1. The context window is fixed when turns are indexed (one index per window); the rest
-# are read-time settings. Without a context, its weight changes nothing: one value is tried.
+# Stage 1. The context window is fixed when turns are indexed (one index per window); its weight
+# is a read-time setting. Without a context, the weight changes nothing: one value is tried.
 WINDOWS = [(0, 0), (1, 1), (2, 0), (2, 1), (2, 2), (3, 1)]
 CONTEXT_WEIGHTS = [0.25, 0.5, 1.0]
 FUSIONS: list[dict[str, Any]] = [
@@ -59,9 +63,8 @@ FUSIONS: list[dict[str, Any]] = [
         for weight in (0.3, 0.5, 0.7)
     ),
 ]
-# Stage 2, on the index and fusion stage 1 chose: how many candidates each source gives, and
-# (hybrid) how much less dense weighs when its top hits disagree with keyword's.
-CANDIDATES = (30, 60, 100)
+# Hybrid's fusion stage, with FUSIONS: how much less dense weighs when its top hits disagree with
+# keyword's.
 AGREEMENTS: list[dict[str, Any]] = [
     {"agreement_depth": 0},
     *(
@@ -69,7 +72,9 @@ AGREEMENTS: list[dict[str, Any]] = [
         for depth, share, floor in itertools.product((10, 20), (0.25, 0.5), (0.1, 0.3))
     ),
 ]
-# Stage 2 too: what was said around a strong hit rising with it.
+# Stage 2, on the index stage 1 chose: how many candidates each source gives, and what was said
+# around a strong hit rising with it.
+CANDIDATES = (30, 60, 100)
 SAID_TOGETHER: list[dict[str, Any]] = [{"said_together_weight": weight} for weight in (0.0, 0.1, 0.2, 0.3)]
 # Stage 3, on what stages 1 and 2 chose.
 BOOSTS: list[dict[str, Any]] = [
@@ -88,16 +93,15 @@ Setting = tuple[tuple[int, int], tuple[tuple[str, Any], ...]]  # (window, read-t
 
 
 def stage_one(recipe: str) -> list[Setting]:
-    """The settings stage 1 tries for `recipe`, each a (window, read-time settings) pair."""
-    if recipe == "dense":  # neither the window nor fusion changes what dense search finds
+    """The settings stage 1 tries for `recipe` (keyword or dense), each a (window, read-time
+    settings) pair."""
+    if recipe == "dense":  # the window changes nothing dense search finds
         return [((ANCHOR.turn_context_before, ANCHOR.turn_context_after), ())]
-    settings: list[Setting] = []
-    for window in WINDOWS:
-        weights = CONTEXT_WEIGHTS if any(window) else [ANCHOR.keyword_context_weight]
-        fusions = FUSIONS if recipe == "hybrid" else [{}]
-        for weight, fusion in itertools.product(weights, fusions):
-            settings.append((window, tuple(sorted({"keyword_context_weight": weight, **fusion}.items()))))
-    return settings
+    return [
+        (window, (("keyword_context_weight", weight),))
+        for window in WINDOWS
+        for weight in (CONTEXT_WEIGHTS if any(window) else [ANCHOR.keyword_context_weight])
+    ]
 
 
 class SourceCache:
@@ -202,30 +206,44 @@ def choose(
     train: set[str],
     *,
     margin: float = 0.0,
+    anchor: Setting | None = None,
 ) -> Setting:
     """The setting with the best R@10 (then nDCG@10) on `train`, the first of equals; the
-    anchor's instead when it is within `margin` of that R@10."""
+    `anchor` (default: the candidate that is the ANCHOR's) instead when it is within `margin` of
+    that R@10."""
     best = max(candidates, key=lambda setting: score(measure(setting), train))
-    anchor = next((setting for setting in candidates if is_anchor(setting)), None)
+    if anchor is None:
+        anchor = next((setting for setting in candidates if is_anchor(setting)), None)
     if anchor is not None and score(measure(anchor), train)[0] >= score(measure(best), train)[0] - margin:
         return anchor
     return best
 
 
-def stage_two(recipe: str) -> list[dict[str, Any]]:
-    """The settings stage 2 tries for `recipe`, jointly: they act together (more candidates give
-    agreement and said-together more to work with; measured alone, neither clears MARGIN)."""
-    agreements = AGREEMENTS if recipe == "hybrid" else AGREEMENTS[:1]
-    return [
-        {"candidates": n, **agreement, **together}
-        for n in CANDIDATES
-        for agreement in agreements
-        for together in SAID_TOGETHER
-    ]
+def stage_two() -> list[dict[str, Any]]:
+    """The settings stage 2 tries, jointly: more candidates give said-together more to work with."""
+    return [{"candidates": n, **together} for n in CANDIDATES for together in SAID_TOGETHER]
+
+
+def fusion_stage() -> list[dict[str, Any]]:
+    """The settings hybrid's fusion stage tries, jointly: the fusion and the sources' agreement
+    (agreement moves dense's weight, which the fusion sets)."""
+    return [{**fusion, **agreement} for fusion in FUSIONS for agreement in AGREEMENTS]
+
+
+# Where the fusion stage starts: the ANCHOR's fusion, the sources' agreement off.
+FUSION_ANCHOR = {
+    "fusion": ANCHOR.fusion,
+    "rrf_k": ANCHOR.rrf_k,
+    "dense_weight": ANCHOR.dense_weight,
+    "agreement_depth": 0,
+}
 
 
 def settings_tried(recipe: str) -> int:
-    return len(stage_one(recipe)) + len(stage_two(recipe)) + len(BOOSTS) + len(SPEAKERS)
+    tried = len(stage_two()) + len(BOOSTS) + len(SPEAKERS)
+    if recipe == "hybrid":
+        return settings_tried("keyword") + len(fusion_stage())
+    return len(stage_one(recipe)) + tried
 
 
 def with_boosts(setting: Setting, boosts: dict[str, Any]) -> Setting:
@@ -234,15 +252,22 @@ def with_boosts(setting: Setting, boosts: dict[str, Any]) -> Setting:
 
 
 def select(trials: Trials, recipe: str, train: set[str]) -> Setting:
-    """Stages 1 to 4, each chosen on `train` only."""
+    """Stages 1 to 4 (hybrid: keyword's, then the fusion stage), each chosen on `train` only."""
 
     def measure(setting: Setting) -> list[Answered]:
         return trials.measure(recipe, setting)
 
+    if recipe == "hybrid":
+        shared = select(trials, "keyword", train)
+        return choose(
+            [with_boosts(shared, fusion) for fusion in fusion_stage()],
+            measure,
+            train,
+            margin=MARGIN,
+            anchor=with_boosts(shared, FUSION_ANCHOR),
+        )
     first = choose(stage_one(recipe), measure, train, margin=MARGIN)
-    second = choose(
-        [with_boosts(first, sources) for sources in stage_two(recipe)], measure, train, margin=MARGIN
-    )
+    second = choose([with_boosts(first, sources) for sources in stage_two()], measure, train, margin=MARGIN)
     third = choose([with_boosts(second, boosts) for boosts in BOOSTS], measure, train, margin=MARGIN)
     return choose([with_boosts(third, speaker) for speaker in SPEAKERS], measure, train, margin=MARGIN)
 
@@ -260,8 +285,7 @@ def describe(setting: Setting) -> str:
 
 def setting_of(config: RetrievalConfig) -> Setting:
     """`config`'s values of every setting the stages choose."""
-    names = ("keyword_context_weight", "fusion", "rrf_k", "dense_weight")
-    names += (*stage_two("hybrid")[0], *BOOSTS[0], *SPEAKERS[0])
+    names = ("keyword_context_weight", *FUSION_ANCHOR, *stage_two()[0], *BOOSTS[0], *SPEAKERS[0])
     return (
         (config.turn_context_before, config.turn_context_after),
         tuple(sorted({name: getattr(config, name) for name in names}.items())),
@@ -326,7 +350,8 @@ def cross_validate(args: argparse.Namespace, conversations: list[Conversation]) 
                 "windows": WINDOWS,
                 "context_weights": CONTEXT_WEIGHTS,
                 "fusions": FUSIONS,
-                "sources": stage_two("hybrid"),
+                "sources": stage_two(),
+                "fusion_stage": fusion_stage(),
                 "boosts": BOOSTS,
                 "said_together": SAID_TOGETHER,
                 "speakers": SPEAKERS,

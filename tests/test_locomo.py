@@ -233,9 +233,9 @@ def test_cv_holds_out_each_conversation_and_reports_it_per_conversation_and_cate
     assert set(hybrid["folds"]) == {"conv-a", "conv-b", "conv-c"}
     assert hybrid["cv"]["questions"]["overall"] == 9  # three held-out questions a fold, pooled
     assert set(hybrid["cv"]["recall"]) == {"overall", "temporal", "single-hop"}
-    # two windows x two fusions, two agreements x two said-together weights, two boosts, two
-    # speaker weights
-    assert hybrid["settings_tried"] == 2 * 2 + 2 * 2 + 2 + 2
+    # keyword's: two windows, two said-together weights, two boosts, two speaker weights; then two
+    # fusions x two agreements
+    assert hybrid["settings_tried"] == (2 + 2 + 2 + 2) + 2 * 2
     assert report["recipes"]["dense"]["settings_tried"] == 1 + 2 + 2 + 2
     assert "speaker_weight 0.0" in report["anchor"] and "candidates 30" in report["anchor"]
     printed = capsys.readouterr().out
@@ -289,6 +289,43 @@ def test_a_fold_chooses_on_the_other_conversations_only_and_keeps_the_default_wi
     results[others] = [answered("a", 0.5 + MARGIN / 2), answered("b", 0.5 + MARGIN / 2)]
     assert choose(list(results), results.__getitem__, {"a", "b"}, margin=MARGIN) == default
     assert choose(list(results), results.__getitem__, {"a", "b"}) == others  # no margin: the best
+
+
+def test_hybrid_keeps_every_choice_of_keyword_and_chooses_only_how_dense_joins(monkeypatch):
+    """The library has one set of settings for every recipe: a fold's hybrid is its keyword
+    search (window, candidates, boosts) plus dense, even where hybrid alone would have chosen
+    another window."""
+    import evals.locomo_cv as cv
+    from evals.locomo_retrieval import Answered
+
+    monkeypatch.setattr(cv, "WINDOWS", [(0, 0), (2, 1)])
+    monkeypatch.setattr(cv, "CONTEXT_WEIGHTS", [0.5])
+    monkeypatch.setattr(
+        cv,
+        "FUSIONS",
+        [{"fusion": "rrf", "rrf_k": 10.0, "dense_weight": 0.7}, {"fusion": "convex", "dense_weight": 0.5}],
+    )
+    for name in ("AGREEMENTS", "BOOSTS", "SAID_TOGETHER", "SPEAKERS"):
+        monkeypatch.setattr(cv, name, getattr(cv, name)[:1])
+    monkeypatch.setattr(cv, "CANDIDATES", (30,))
+
+    class Trials:
+        def measure(self, recipe, setting):
+            window, read = setting
+            recall = {"keyword": 0.8 if window == (2, 1) else 0.5}.get(recipe, 0.0)
+            if recipe == "hybrid":  # hybrid alone would take window 0,0 and convex
+                recall = (0.9 if window == (0, 0) else 0.7) + (
+                    0.05 if dict(read)["fusion"] == "convex" else 0
+                )
+            return [Answered("a", "single-hop", {10: recall}, {10: recall}, recall)]
+
+    keyword = cv.select(Trials(), "keyword", {"a"})
+    hybrid = cv.select(Trials(), "hybrid", {"a"})
+    assert keyword[0] == hybrid[0] == (2, 1)
+    shared = dict(hybrid[1])
+    assert shared.pop("fusion") == "convex" and shared.pop("dense_weight") == 0.5
+    assert shared.pop("agreement_depth") == 0 and shared == dict(keyword[1])
+    assert cv.settings_tried("hybrid") == cv.settings_tried("keyword") + 2
 
 
 def test_each_stage_starts_from_settings_no_cross_validation_chose():
