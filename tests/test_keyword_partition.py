@@ -7,7 +7,8 @@ import pytest
 
 from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder
-from dspy_memory.store.sqlite.partition_bm25 import varints
+from dspy_memory.store.sqlite.keywords import match_expression
+from dspy_memory.store.sqlite.partition_bm25 import partition_scores, varints
 
 QUERIES = ["w1 w50", "w2", "w3 w40 w70", "w60", "w7 w8 w9 w10 w11"]
 
@@ -137,3 +138,16 @@ def test_a_long_row_has_its_size_read_from_fts5(tmp_path):
         shared.add(rows, user_id="ada", infer=False)
         alone.add(rows, user_id="ada", infer=False)
         assert ranking(shared, "w5", user_id="ada") == ranking(alone, "w5", user_id="ada")
+
+
+def test_statistics_older_than_the_rows_matched_still_rank(tmp_path):
+    """Cached statistics can count fewer rows than a term now matches (the partition grew
+    within the cache's tolerance, or another snapshot read them). Before: math domain error,
+    a 500 from the server under load (evals/bench_server.py)."""
+    with Memory(str(tmp_path / "m.db"), embedder=HashEmbedder(32)) as memory:
+        memory.add(["w1 w2", "w1 w3", "w1 w4", "w5"], user_id="ada", infer=False)
+        with memory.store.snapshot() as conn:
+            scores = partition_scores(
+                conn, [match_expression(["w1"])], user="ada", context_weight=0.5, statistics=(1, 3.0)
+            )
+    assert len(scores) >= 3 and all(score > 0 for score in scores.values())  # (contexts match too)

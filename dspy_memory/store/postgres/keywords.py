@@ -10,7 +10,7 @@ reject too many.
 
 Ranking is FTS5's bm25() (store/sqlite/keywords.py: k1 1.2, b 0.75, the same IDF), with the
 statistics of the searched partition (the user's rows; user-less rows share one), so no other
-user's rows weigh on a ranking (FTS5's statistics are the whole file's). A term's frequency in
+user's rows weigh on a ranking (as on SQLite, store/sqlite/partition_bm25.py). A term's frequency in
 a row is the number of its positions, those in the context counting `context_weight`; a row's
 length is its number of distinct lexemes, against the partition's average. A term's document
 frequency counts the rows whose own text holds it: a context repeats its neighbours' words, so

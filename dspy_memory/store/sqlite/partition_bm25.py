@@ -80,7 +80,7 @@ class PartitionStatistics:
             (user,),
         ).fetchall()
         counted = len(sizes)
-        length = sum(_size(row[0]) for row in sizes) / counted if counted else 1.0
+        length = (sum(_size(row[0]) for row in sizes) / counted if counted else 0.0) or 1.0
         with self._lock:
             self._cache[user] = (counted, length, rows)
         return counted, length
@@ -125,7 +125,10 @@ def partition_scores(
         if not matched:
             continue
         found = len(matched)
-        idf = max(math.log((partition_rows - found + 0.5) / (found + 0.5)), IDF_FLOOR)
+        # Statistics cached while the partition grew within 10% (or read by another snapshot)
+        # can count fewer rows than match: the IDF is then held at its floor, not the log of a
+        # negative number.
+        idf = max(math.log((max(partition_rows - found, 0) + 0.5) / (found + 0.5)), IDF_FLOOR)
         # bm25() is negative (lower is better); the bound is the same for every row.
         bound = max(-row[2] for row in matched)
         for row_id, score, _, size in matched:
