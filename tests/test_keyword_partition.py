@@ -84,18 +84,38 @@ def test_a_query_of_common_terms_ranks_the_same_sharing_a_file(tmp_path):
         assert ranking(shared, "w1 w50", user_id="ada") == ranking(alone, "w1 w50", user_id="ada")
 
 
-def test_user_less_rows_rank_with_their_own_statistics(tmp_path):
-    """Rows without a user form one partition (as in the vector index and on PostgreSQL)."""
+def test_a_scope_without_a_user_ranks_with_its_own_statistics(tmp_path):
+    """An agent's user-less rows rank by the agent's statistics: neither a user's rows nor
+    another agent's move them."""
     agent_rows, user_rows = texts(5, 50, 0.3), texts(6, 300, 0.8)
     with (
         Memory(str(tmp_path / "shared.db"), embedder=HashEmbedder(32)) as shared,
         Memory(str(tmp_path / "alone.db"), embedder=HashEmbedder(32)) as alone,
     ):
         shared.add(user_rows, user_id="bob")
+        shared.add(texts(12, 200, 0.9), agent_id="other")
         shared.add(agent_rows, agent_id="helper")
         alone.add(agent_rows, agent_id="helper")
         for query in QUERIES:
             assert ranking(shared, query, agent_id="helper") == ranking(alone, query, agent_id="helper")
+
+
+def test_a_run_ranks_with_its_users_statistics(tmp_path):
+    """A run inside a user ranks by the user's statistics (as on PostgreSQL): the same whether
+    other users share the file or not."""
+    runs = {"r1": texts(13, 40, 0.2), "r2": texts(14, 80, 0.6)}
+    with (
+        Memory(str(tmp_path / "shared.db"), embedder=HashEmbedder(32)) as shared,
+        Memory(str(tmp_path / "alone.db"), embedder=HashEmbedder(32)) as alone,
+    ):
+        shared.add(texts(15, 300, 0.8), user_id="bob", run_id="r1")
+        for memory in (shared, alone):
+            for run, rows in runs.items():
+                memory.add(rows, user_id="ada", run_id=run)
+        for query in QUERIES:
+            assert ranking(shared, query, user_id="ada", run_id="r1") == ranking(
+                alone, query, user_id="ada", run_id="r1"
+            )
 
 
 def test_a_narrower_scope_keeps_its_users_statistics_and_its_own_rows(tmp_path):
@@ -147,7 +167,19 @@ def test_statistics_older_than_the_rows_matched_still_rank(tmp_path):
     with Memory(str(tmp_path / "m.db"), embedder=HashEmbedder(32)) as memory:
         memory.add(["w1 w2", "w1 w3", "w1 w4", "w5"], user_id="ada", infer=False)
         with memory.store.snapshot() as conn:
-            scores = partition_scores(
-                conn, [match_expression(["w1"])], user="ada", context_weight=0.5, statistics=(1, 3.0)
+            rows, scores = partition_scores(
+                conn,
+                [match_expression(["w1"])],
+                frequencies=None,
+                context_weight=0.5,
+                statistics=(1, 3.0),
             )
-    assert len(scores) >= 3 and all(score > 0 for score in scores.values())  # (contexts match too)
+    assert len(rows) >= 3 and (scores > 0).all()  # (contexts match too)
+
+
+def test_rows_sizes_are_decoded_together_as_each_alone():
+    from dspy_memory.store.sqlite.partition_bm25 import _sizes
+
+    rows = [(3, 1, 0), (130, 2, 300), (0, 1, 16384), (127, 128, 2**40)]
+    blobs = tuple(b"".join(_varint(value) for value in row) for row in rows)
+    assert _sizes(blobs).tolist() == [sum(row) for row in rows]

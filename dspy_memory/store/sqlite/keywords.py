@@ -10,7 +10,7 @@ from typing import Any
 
 from dspy_memory.store.keyword import budgeted_terms
 from dspy_memory.store.queries import CANDIDATES_FROM, SIGNAL_COLUMNS, Candidate
-from dspy_memory.store.sqlite.partition_bm25 import PartitionStatistics, partition_scores
+from dspy_memory.store.sqlite.partition_bm25 import ScopeStatistics, partition_scores
 
 # A purge that removes at least this share of the keyword index rebuilds the index ('rebuild':
 # cost proportional to the index, ~1.5-2 us a row here) instead of removing each row's entries
@@ -53,6 +53,21 @@ def match_expression(
     return expression
 
 
+def term_expression(term: str, tokens: list[str]) -> str:
+    """An FTS5 MATCH string for the rows of the scope `tokens` holding `term`."""
+    expression = match_expression([term], tokens)
+    assert expression is not None  # a term makes an expression
+    return expression
+
+
+def scope_expression(tokens: list[str]) -> str:
+    """An FTS5 MATCH string for the rows holding every one of the scope `tokens`."""
+    return "scope : (" + " AND ".join(f'"{token}"' for token in tokens) + ")"
+
+
+_COUNT = "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?"
+
+
 def scope_token(kind: str, value: str) -> str:
     """An opaque FTS token for one scope id. Digits-only tail so stemming cannot alter it."""
     digest = hashlib.blake2b(value.encode("utf-8"), digest_size=8).digest()
@@ -93,7 +108,7 @@ class KeywordIndex:
         self._frequencies_cache: OrderedDict[tuple[str, str], tuple[int, int]] = OrderedDict()
         self._cache_size = frequency_cache_size
         self._lock = threading.Lock()
-        self.statistics = PartitionStatistics(exact_rows=score_budget)
+        self.statistics = ScopeStatistics(exact_rows=score_budget)
 
     def insert(self, conn: Any, rows: list[tuple[int, str, str, str | None, str | None, str | None]]) -> None:
         """rows: (row_id, content, context, user_id, agent_id, run_id); context: a raw turn's
@@ -267,32 +282,43 @@ class KeywordIndex:
         """Best `n` rows satisfying `predicate` (over `memories m`) by BM25 (higher is better);
         a term in a raw turn's conversation context weighs `context_weight` of one in its text.
 
-        A scope inside one user's rows (or the user-less rows: `scope_rows` known) is ranked
-        with that partition's statistics (store/sqlite/partition_bm25.py), term by term, and
-        planned on its counts. An any-user scope, and a query whose every term is common in the
-        partition (all of them then required), are ranked by FTS5 in one query, with the file's
-        statistics."""
+        Ranked with the statistics of the user's rows (a scope without a user: of the scope's),
+        term by term (store/sqlite/partition_bm25.py). A query whose every term is common in the
+        scope (all of them then required), and a search of the whole file, are ranked by FTS5
+        in one query, with the file's statistics."""
         if n <= 0:
             return []
         tokens = scope_tokens(*scope)
-        # The partition, as the vector index and PostgreSQL draw it: the user's rows.
-        partition_tokens = tokens if scope_rows is None else scope_tokens(scope[0], None, None)
-        planned = self.plan(conn, terms, partition_tokens, scope_rows=scope_rows, total_rows=total_rows)
+        planned = self.plan(conn, terms, tokens, scope_rows=scope_rows, total_rows=total_rows)
         if planned is None:
             return []
         chosen, use_tokens, require_all = planned
-        if scope_rows is not None and not require_all:
-            scores = partition_scores(
+        # Whose statistics: the user's, as the vector index and PostgreSQL partition.
+        owner = scope_tokens(scope[0], None, None) if scope[0] is not None else tokens
+        if owner and not require_all:
+            frequencies = None
+            if owner != tokens:  # a run or agent inside the user: the user's counts
+                frequencies = [
+                    int(conn.execute(_COUNT, (term_expression(term, owner),)).fetchone()[0])
+                    for term in chosen
+                ]
+            row_ids, scores = partition_scores(
                 conn,
-                [match_expression([term], use_tokens) for term in chosen],
-                user=scope[0],
+                [term_expression(term, tokens) for term in chosen],
+                frequencies=frequencies,
                 context_weight=self.context_weight,
-                statistics=self.statistics.of(conn, scope[0], rows=scope_rows),
+                statistics=self.statistics.of(
+                    conn,
+                    scope_expression(owner),
+                    # a count that changes when the scope does: the user's rows (the same
+                    # scope), else those of the user-less partition or the file (larger)
+                    rows=total_rows if scope_rows is None else scope_rows,
+                    tolerant=scope[0] is not None,
+                ),
             )
-            ranked = sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
 
             def best(count: int) -> list[tuple[int, float]]:
-                return ranked[:count]
+                return list(zip(row_ids[:count].tolist(), scores[:count].tolist()))
         else:
             match = match_expression(
                 chosen, tokens if use_tokens is not None else None, require_all=require_all

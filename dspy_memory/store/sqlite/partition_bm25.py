@@ -4,15 +4,15 @@ FTS5's bm25() takes its statistics from the whole file: the row count, each term
 frequency and the average row length. In a file several users share, one user's ranking would
 then depend on what the others wrote (a word common among them weighs little for everyone), and
 a user would rank differently alone in a file than sharing one. So each query term is scored
-on its own, and every file-wide statistic in its score is swapped for the partition's: the
-user's rows, or the user-less rows, as PostgreSQL partitions (store/postgres/keywords.py).
+on its own, and every file-wide statistic in its score is swapped for the user's (as
+PostgreSQL ranks, store/postgres/keywords.py), or, for a scope without a user, the scope's.
 
 FTS5 scores a term t in a row d as  s = I(t) (k1 + 1) F / (F + K(d)),  K(d) = k1 (1 - b + b |d| /
 avgdl),  F the term's column-weighted count in d. Then:
 - I(t) (k1 + 1), the bound: the same term scored again with huge column weights (F >> K);
 - F / K(d) = s / (bound - s);
 - K(d): |d| from the row's FTS5 size record, avgdl the file's (its averages record);
-- the partition's score: I from its row count and the rows of it matching t, K from its mean
+- the user's score: I from the user's row count and the rows of it matching t, K from its mean
   |d|, F as above.
 The scores equal, to rounding, those FTS5 gives the same rows in a file of their own
 (tests/test_keyword.py).
@@ -24,6 +24,8 @@ import math
 import threading
 from collections.abc import Iterator
 from typing import Any
+
+import numpy as np
 
 # FTS5's bm25() constants (fts5_aux.c); its IDF floor for a term in over half the rows.
 K1, B, IDF_FLOOR = 1.2, 0.75, 1e-6
@@ -49,44 +51,45 @@ def varints(blob: bytes) -> Iterator[int]:
             value, length = 0, 0
 
 
-def _size(blob: bytes | None) -> int:
-    """A row's length as bm25() reads it: its tokens, every column counted."""
-    return sum(varints(blob)) if blob else 0
+class ScopeStatistics:
+    """The row count and mean row length of the rows of a scope (those an FTS5 match of its
+    scope tokens finds), read from their size records.
 
-
-class PartitionStatistics:
-    """Each partition's row count and mean row length, read from the size records of its rows.
-
-    Cached while the partition's size is the one they were read at (within 10% once it holds
-    over `exact_rows` rows: its mean then barely moves, and reading it costs ~1 us a row)."""
+    Cached while the scope's size, as `rows` tells it, is the one they were read at (within 10%
+    once the scope holds over `exact_rows` rows: its mean then barely moves, and reading it
+    costs ~1 us a row)."""
 
     def __init__(self, *, exact_rows: int) -> None:
         self.exact_rows = exact_rows
-        self._cache: dict[str | None, tuple[int, float, int]] = {}
+        self._cache: dict[str, tuple[int, float, int]] = {}
         self._lock = threading.Lock()
 
-    def of(self, conn: Any, user: str | None, *, rows: int) -> tuple[int, float]:
-        """(rows, mean length) of the partition of `user` (None: the rows without a user);
-        `rows`: its size now, as the vector index counts it."""
+    def of(self, conn: Any, match: str, *, rows: int, tolerant: bool = True) -> tuple[int, float]:
+        """(rows, mean length) of the rows FTS5 `match` finds (a match of scope tokens only).
+        `rows`: a count that changes when the scope does; `tolerant` False when it counts more
+        than the scope (any change then reads the scope again)."""
         with self._lock:
-            cached = self._cache.get(user)
+            cached = self._cache.get(match)
         if cached is not None:
             counted, length, seen = cached
-            if seen == rows or (rows > self.exact_rows and abs(seen - rows) <= 0.1 * seen):
+            if seen == rows or (tolerant and rows > self.exact_rows and abs(seen - rows) <= 0.1 * seen):
                 return counted, length
-        sizes = conn.execute(
-            "SELECT d.sz FROM memories AS m JOIN memories_fts_docsize AS d ON d.id = m.row_id "
-            "WHERE m.user_id IS ?",
-            (user,),
-        ).fetchall()
+        sizes = tuple(
+            row[0]
+            for row in conn.execute(
+                "SELECT d.sz FROM memories_fts AS f JOIN memories_fts_docsize AS d ON d.id = f.rowid "
+                "WHERE memories_fts MATCH ?",
+                (match,),
+            )
+        )
         counted = len(sizes)
-        length = (sum(_size(row[0]) for row in sizes) / counted if counted else 0.0) or 1.0
+        length = (float(_sizes(sizes).sum()) / counted if counted else 0.0) or 1.0
         with self._lock:
-            self._cache[user] = (counted, length, rows)
+            self._cache[match] = (counted, length, rows)
         return counted, length
 
     def clear(self) -> None:
-        """Forget what is cached (user ids are content: a purge must not leave them here)."""
+        """Forget what is cached (scope tokens name users: a purge must not leave them here)."""
         with self._lock:
             self._cache.clear()
 
@@ -100,46 +103,66 @@ def file_average_length(conn: Any) -> float:
     return sum(columns) / total_rows if total_rows else 1.0
 
 
+def _sizes(blobs: tuple[bytes, ...]) -> np.ndarray:
+    """Rows' lengths from their size records (the same number of varints each), decoded
+    together: a varint ends at its first byte under 0x80, and no row length needs the ninth
+    byte's special case (2^56 tokens)."""
+    data = np.frombuffer(b"".join(blobs), np.uint8).astype(np.int64)
+    if not len(data):
+        return np.zeros(len(blobs))
+    ends = data < 0x80
+    varint = np.concatenate(([0], np.cumsum(ends)[:-1]))  # which varint each byte is of
+    last = np.flatnonzero(ends)  # each varint's last byte
+    shift = 7 * (last[varint] - np.arange(len(data)))
+    values = np.bincount(varint, weights=(data & 0x7F) << shift)
+    return values.reshape(len(blobs), -1).sum(axis=1)
+
+
 def partition_scores(
     conn: Any,
     matches: list[str],
     *,
-    user: str | None,
+    frequencies: list[int] | None,
     context_weight: float,
     statistics: tuple[int, float],
-) -> dict[int, float]:
-    """BM25 of every row of the partition of `user` (None: the user-less rows) that one of
-    `matches` (FTS5 MATCH strings, one query term each) finds, with the partition's
-    `statistics` (rows, mean length)."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """(row ids, scores), best first: BM25 of every row one of `matches` finds (FTS5 MATCH
+    strings, one query term each, within the searched scope), with the `statistics` (rows, mean
+    length) of the scope they are taken over and each term's `frequencies` there (None: the
+    searched scope is that scope, and a term's rows are those its match finds)."""
     partition_rows, partition_length = statistics
     file_length = file_average_length(conn)
-    scores: dict[int, float] = {}
-    for match in matches:
+    row_ids, parts = [], []
+    for index, match in enumerate(matches):
         matched = conn.execute(
             "SELECT f.rowid, bm25(memories_fts, 1.0, 0.0, ?), bm25(memories_fts, ?, 0.0, ?), d.sz "
-            "FROM memories_fts AS f JOIN memories AS m ON m.row_id = f.rowid "
-            "JOIN memories_fts_docsize AS d ON d.id = f.rowid "
-            "WHERE memories_fts MATCH ? AND m.user_id IS ?",
-            (context_weight, _HUGE, _HUGE, match, user),
+            "FROM memories_fts AS f JOIN memories_fts_docsize AS d ON d.id = f.rowid "
+            "WHERE memories_fts MATCH ?",
+            (context_weight, _HUGE, _HUGE, match),
         ).fetchall()
         if not matched:
             continue
-        found = len(matched)
-        # Statistics cached while the partition grew within 10% (or read by another snapshot)
-        # can count fewer rows than match: the IDF is then held at its floor, not the log of a
+        ids, scores, bounds, sizes = zip(*matched)
+        # bm25() is negative (lower is better); the bound is the same for every row.
+        score, bound = -np.array(scores, np.float64), -min(bounds)
+        lengths = _sizes(sizes)
+        found = len(matched) if frequencies is None else frequencies[index]
+        # Statistics cached while the scope grew within 10% (or read by another snapshot) can
+        # count fewer rows than match: the IDF is then held at its floor, not the log of a
         # negative number.
         idf = max(math.log((max(partition_rows - found, 0) + 0.5) / (found + 0.5)), IDF_FLOOR)
-        # bm25() is negative (lower is better); the bound is the same for every row.
-        bound = max(-row[2] for row in matched)
-        for row_id, score, _, size in matched:
-            score = -score
-            if score <= 0:  # the term only in a column weighted 0
-                continue
-            length = _size(size)
-            file_k = K1 * (1 - B + B * length / file_length)
-            partition_k = K1 * (1 - B + B * length / partition_length)
-            # F / K from the score; when it saturates the bound, F dwarfs any K.
-            frequency = score / (bound - score) * file_k if bound > score else math.inf
-            part = 1.0 if math.isinf(frequency) else frequency / (frequency + partition_k)
-            scores[row_id] = scores.get(row_id, 0.0) + idf * (K1 + 1) * part
-    return scores
+        file_k = K1 * (1 - B + B * lengths / file_length)
+        partition_k = K1 * (1 - B + B * lengths / partition_length)
+        # F / K from the score; where it reaches the bound, F dwarfs any K (the share is 1).
+        gap = bound - score
+        saturated = gap <= 0
+        frequency = score / np.where(saturated, 1.0, gap) * file_k
+        share = np.where(saturated, 1.0, frequency / (frequency + partition_k))
+        row_ids.append(np.array(ids, np.int64))
+        parts.append(idf * (K1 + 1) * share)
+    if not row_ids:
+        return np.zeros(0, np.int64), np.zeros(0)
+    rows, inverse = np.unique(np.concatenate(row_ids), return_inverse=True)
+    totals = np.bincount(inverse, weights=np.concatenate(parts))
+    order = np.lexsort((rows, -totals))
+    return rows[order], totals[order]
