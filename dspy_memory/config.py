@@ -34,8 +34,10 @@ class RetrievalConfig(CheckedSettings):
     keyword_weight: float = Field(1.0, ge=0)
     # Agreement: when the top `agreement_depth` hits of dense and keyword share less than
     # `agreement_share` of their rows, dense weighs less, down to `disagreement_dense_weight`
-    # when they share none (read/scores.py `agreed_weight`; 0 depth: off).
-    agreement_depth: int = Field(10, ge=0, le=100)
+    # when they share none (read/scores.py `agreed_weight`; 0 depth: off). Off by default: with
+    # keyword statistics per user, the cross-validation no longer chooses it on all five
+    # development conversations (docs/benchmarks.md).
+    agreement_depth: int = Field(0, ge=0, le=100)
     agreement_share: float = Field(0.25, gt=0, le=1)
     disagreement_dense_weight: float = Field(0.3, ge=0)
     # Each source contributes max(candidates, k * candidate_factor) candidates to fusion.
@@ -94,14 +96,15 @@ class RetrievalConfig(CheckedSettings):
     keyword_context_weight: float = Field(0.5, ge=0)
     # Said together: a memory gains `said_together_weight` x the best final score among the
     # top `said_together_top` hits whose time is within `turn_context_gap_minutes` of its own
-    # (itself included), so what was said around a strong hit rises with it (0: off).
-    said_together_weight: float = Field(0.2, ge=0, le=1)
+    # (itself included), so what was said around a strong hit rises with it (0: off). The
+    # default is what the cross-validation chooses on all five development conversations.
+    said_together_weight: float = Field(0.3, ge=0, le=1)
     said_together_top: int = Field(10, ge=1, le=1000)
     # Named speaker: a memory said by someone the query names (a source episode's `name`, by
     # its first word or whole) gains this much, so "what did Caroline..." prefers Caroline's
     # own words (read/boosts.py `boost_named_speaker`; 0: off). The default is what the
     # cross-validation chooses on all five development conversations (docs/benchmarks.md).
-    speaker_weight: float = Field(0.2, ge=0, le=1)
+    speaker_weight: float = Field(0.3, ge=0, le=1)
     # Recipe "rerank": the top `rerank_candidates` hybrid hits re-ordered by `reranker`, then
     # cut to k. "lm": the RerankMemories program on the Memory's LM (one call a search; an
     # answer that fails or takes over `rerank_timeout_s` seconds leaves the hybrid order);
