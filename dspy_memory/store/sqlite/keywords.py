@@ -53,11 +53,12 @@ def match_expression(
     return expression
 
 
-def term_expression(term: str, tokens: list[str]) -> str:
-    """An FTS5 MATCH string for the rows of the scope `tokens` holding `term`."""
+def term_expression(term: str, tokens: list[str], *, own_text: bool = False) -> str:
+    """An FTS5 MATCH string for the rows of the scope `tokens` holding `term` (`own_text`: in
+    their own text, not their context)."""
     expression = match_expression([term], tokens)
     assert expression is not None  # a term makes an expression
-    return expression
+    return expression.replace("{content context}", "content", 1) if own_text else expression
 
 
 def scope_expression(tokens: list[str]) -> str:
@@ -296,12 +297,13 @@ class KeywordIndex:
         # Whose statistics: the user's, as the vector index and PostgreSQL partition.
         owner = scope_tokens(scope[0], None, None) if scope[0] is not None else tokens
         if owner and not require_all:
-            frequencies = None
-            if owner != tokens:  # a run or agent inside the user: the user's counts
-                frequencies = [
-                    int(conn.execute(_COUNT, (term_expression(term, owner),)).fetchone()[0])
-                    for term in chosen
-                ]
+            # A term's document frequency: the rows whose own text holds it (as on
+            # PostgreSQL): a context repeats its neighbours' words, and counting it would make
+            # every word about four times as common.
+            frequencies = [
+                int(conn.execute(_COUNT, (term_expression(term, owner, own_text=True),)).fetchone()[0])
+                for term in chosen
+            ]
             row_ids, scores = partition_scores(
                 conn,
                 [term_expression(term, tokens) for term in chosen],
