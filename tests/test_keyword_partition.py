@@ -170,7 +170,7 @@ def test_statistics_older_than_the_rows_matched_still_rank(tmp_path):
             rows, scores = partition_scores(
                 conn,
                 [match_expression(["w1"])],
-                frequencies=None,
+                frequencies=[3],
                 context_weight=0.5,
                 statistics=(1, 3.0),
             )

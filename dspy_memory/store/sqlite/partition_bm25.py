@@ -1,4 +1,4 @@
-"""BM25 with one partition's statistics, computed from FTS5's own scores.
+"""BM25 with the user's statistics, computed from FTS5's own scores.
 
 FTS5's bm25() takes its statistics from the whole file: the row count, each term's document
 frequency and the average row length. In a file several users share, one user's ranking would
@@ -12,10 +12,10 @@ avgdl),  F the term's column-weighted count in d. Then:
 - I(t) (k1 + 1), the bound: the same term scored again with huge column weights (F >> K);
 - F / K(d) = s / (bound - s);
 - K(d): |d| from the row's FTS5 size record, avgdl the file's (its averages record);
-- the user's score: I from the user's row count and the rows of it matching t, K from its mean
-  |d|, F as above.
-The scores equal, to rounding, those FTS5 gives the same rows in a file of their own
-(tests/test_keyword.py).
+- the user's score: I from the user's row count and the rows of it whose own text holds t (as
+  PostgreSQL counts: a context repeats its neighbours' words), K from its mean |d|, F as above.
+The scores are the same, to rounding, as those of the same rows in a file of their own
+(tests/test_keyword_partition.py).
 """
 
 from __future__ import annotations
@@ -122,14 +122,14 @@ def partition_scores(
     conn: Any,
     matches: list[str],
     *,
-    frequencies: list[int] | None,
+    frequencies: list[int],
     context_weight: float,
     statistics: tuple[int, float],
 ) -> tuple[np.ndarray, np.ndarray]:
     """(row ids, scores), best first: BM25 of every row one of `matches` finds (FTS5 MATCH
     strings, one query term each, within the searched scope), with the `statistics` (rows, mean
-    length) of the scope they are taken over and each term's `frequencies` there (None: the
-    searched scope is that scope, and a term's rows are those its match finds)."""
+    length) of the rows they are taken over (the user's) and each term's document `frequencies`
+    there."""
     partition_rows, partition_length = statistics
     file_length = file_average_length(conn)
     row_ids, parts = [], []
@@ -146,11 +146,11 @@ def partition_scores(
         # bm25() is negative (lower is better); the bound is the same for every row.
         score, bound = -np.array(scores, np.float64), -min(bounds)
         lengths = _sizes(sizes)
-        found = len(matched) if frequencies is None else frequencies[index]
+        holding = frequencies[index]  # rows of the user whose own text holds the term
         # Statistics cached while the scope grew within 10% (or read by another snapshot) can
         # count fewer rows than match: the IDF is then held at its floor, not the log of a
         # negative number.
-        idf = max(math.log((max(partition_rows - found, 0) + 0.5) / (found + 0.5)), IDF_FLOOR)
+        idf = max(math.log((max(partition_rows - holding, 0) + 0.5) / (holding + 0.5)), IDF_FLOOR)
         file_k = K1 * (1 - B + B * lengths / file_length)
         partition_k = K1 * (1 - B + B * lengths / partition_length)
         # F / K from the score; where it reaches the bound, F dwarfs any K (the share is 1).
