@@ -29,7 +29,7 @@ class RetrievalConfig(CheckedSettings):
     # split (docs/benchmarks.md): a small rrf_k trusts the top ranks, and BM25 is the stronger
     # single source on conversational text.
     fusion: Literal["rrf", "convex", "zscore"] = "rrf"
-    rrf_k: float = Field(10.0, gt=0)
+    rrf_k: float = Field(5.0, gt=0)
     dense_weight: float = Field(0.7, ge=0)
     keyword_weight: float = Field(1.0, ge=0)
     # Agreement: when the top `agreement_depth` hits of dense and keyword share less than
@@ -82,8 +82,8 @@ class RetrievalConfig(CheckedSettings):
     # Time in the query (read/temporal.py): memories true in the window a query names ("in May
     # 2023", "last year": counted back from as_of) gain `temporal_weight`; for "when"
     # questions, memories among the top `when_candidates` whose text dates what it says gain
-    # `when_weight`.
-    temporal_weight: float = Field(0.4, ge=0, le=1)
+    # `when_weight`. Both chosen by the cross-validation (docs/benchmarks.md).
+    temporal_weight: float = Field(0.6, ge=0, le=1)
     when_weight: float = Field(0.1, ge=0, le=1)
     when_candidates: int = Field(30, ge=1)
     graph_in_hybrid: bool = True

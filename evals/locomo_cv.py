@@ -186,10 +186,25 @@ MARGIN = 0.005
 
 
 # Where each stage starts: the settings before any cross-validation chose them (those of the
-# earlier in-sample sweeps; every mechanism this CV added since starts off). Not the library's
-# defaults: those are what this procedure recommends on all five conversations, and a fold
-# anchored on them would be anchored on its own held-out conversation.
-ANCHOR = RetrievalConfig(candidates=30, agreement_depth=0, said_together_weight=0.0, speaker_weight=0.0)
+# earlier in-sample sweeps; every mechanism this CV added since starts off), each named. Not the
+# library's defaults: those are what this procedure recommends on all five conversations, and a
+# fold anchored on them would be anchored on its own held-out conversation.
+ANCHOR = RetrievalConfig(
+    turn_context_before=2,
+    turn_context_after=1,
+    keyword_context_weight=0.5,
+    fusion="rrf",
+    rrf_k=10.0,
+    dense_weight=0.7,
+    agreement_depth=0,
+    candidates=30,
+    said_together_weight=0.0,
+    temporal_weight=0.4,
+    when_weight=0.1,
+    graph_in_hybrid=True,
+    graph_depth=1,
+    speaker_weight=0.0,
+)
 
 
 def is_anchor(setting: Setting) -> bool:

@@ -337,6 +337,11 @@ def test_each_stage_starts_from_settings_no_cross_validation_chose():
     assert ANCHOR.agreement_depth == 0 and ANCHOR.said_together_weight == 0 and ANCHOR.speaker_weight == 0
     assert ANCHOR.candidates == 30  # the candidates before the CV widened them
     assert is_anchor(setting_of(ANCHOR)) and not is_anchor(setting_of(RetrievalConfig()))
+    # Every setting a stage chooses is named, none taken from the library's defaults (which
+    # move with what the procedure chooses on all five).
+    window, read = setting_of(ANCHOR)
+    named = {"turn_context_before", "turn_context_after", *dict(read)}
+    assert named <= ANCHOR.model_fields_set, named - ANCHOR.model_fields_set
 
 
 def test_a_trial_takes_every_setting_it_does_not_name_from_the_anchor_not_the_library():
