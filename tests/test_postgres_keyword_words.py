@@ -21,8 +21,25 @@ TEXTS = [
     "The players' tickets cost 3.5 dollars",
     "Ada's dog tried running in the park",
 ]
-QUERIES = ["team", "support", "advice", "assistance", "j", "k", "well", "known", "3", "5",
-           "player", "tried", "run", "café", "dogs", "walk", "beach"]
+QUERIES = [
+    "team",
+    "support",
+    "advice",
+    "assistance",
+    "j",
+    "k",
+    "well",
+    "known",
+    "3",
+    "5",
+    "player",
+    "tried",
+    "run",
+    "café",
+    "dogs",
+    "walk",
+    "beach",
+]
 
 
 @pytest.fixture
@@ -34,14 +51,18 @@ def pg_url(postgres_server, request):
 
 def open_memory(path):
     # No conversation context: each memory is found by its own words alone.
-    return Memory(path, embedder=HashEmbedder(32), retrieval={"turn_context_before": 0, "turn_context_after": 0})
+    return Memory(
+        path, embedder=HashEmbedder(32), retrieval={"turn_context_before": 0, "turn_context_after": 0}
+    )
 
 
 def matches(path):
     with open_memory(path) as memory:
         memory.add(TEXTS, user_id="ada", infer=False)
         return {
-            query: sorted(hit.memory.content for hit in memory.search(query, user_id="ada", recipe="keyword", k=20))
+            query: sorted(
+                hit.memory.content for hit in memory.search(query, user_id="ada", recipe="keyword", k=20)
+            )
             for query in QUERIES
         }
 
@@ -50,14 +71,18 @@ def test_the_same_text_and_query_match_the_same_memories_on_both_backends(pg_url
     """Slashes, initials, decimal points and hyphens cut words as FTS5 cuts them (PostgreSQL's
     parser alone reads "team/support" as a path, "J.K." as a host, "3.5" as one number)."""
     sqlite, postgres = matches(str(tmp_path / "memory.db")), matches(pg_url)
-    differing = {query: (sqlite[query], postgres[query]) for query in QUERIES if sqlite[query] != postgres[query]}
+    differing = {
+        query: (sqlite[query], postgres[query]) for query in QUERIES if sqlite[query] != postgres[query]
+    }
     assert differing == {}
     assert all(sqlite[query] for query in QUERIES)
 
 
 def terms_of(url):
     with Raw(url) as raw:
-        return dict(raw.conn.execute("SELECT row_id, terms::text FROM memory_terms ORDER BY row_id").fetchall())
+        return dict(
+            raw.conn.execute("SELECT row_id, terms::text FROM memory_terms ORDER BY row_id").fetchall()
+        )
 
 
 def test_a_database_indexed_before_words_were_cut_as_fts5_cuts_them_is_indexed_again_when_opened(pg_url):

@@ -38,27 +38,27 @@ def match_expression(
     scope_tokens: list[str] | None = None,
     *,
     require_all: bool = False,
+    own_text: bool = False,
 ) -> str | None:
     """An FTS5 MATCH string: any (or all) of `terms` in `content` or `context` (a raw turn's
-    conversation), all of `scope_tokens` in `scope`."""
+    conversation; `own_text`: in `content` only), all of `scope_tokens` in `scope`."""
     if not terms:
         return None
     # Terms hold no separator (so no quote); quoting makes FTS5 read keywords such as OR, NOT
     # and NEAR as plain words.
     content = (" AND " if require_all else " OR ").join(f'"{term}"' for term in terms)
-    expression = f"{{content context}} : ({content})"
+    expression = f"{{{'content' if own_text else 'content context'}}} : ({content})"
     if scope_tokens:
-        scope = " AND ".join(f'"{token}"' for token in scope_tokens)
-        expression = f"scope : ({scope}) AND {expression}"
+        expression = f"{scope_expression(scope_tokens)} AND {expression}"
     return expression
 
 
 def term_expression(term: str, tokens: list[str], *, own_text: bool = False) -> str:
     """An FTS5 MATCH string for the rows of the scope `tokens` holding `term` (`own_text`: in
     their own text, not their context)."""
-    expression = match_expression([term], tokens)
+    expression = match_expression([term], tokens, own_text=own_text)
     assert expression is not None  # a term makes an expression
-    return expression.replace("{content context}", "content", 1) if own_text else expression
+    return expression
 
 
 def scope_expression(tokens: list[str]) -> str:

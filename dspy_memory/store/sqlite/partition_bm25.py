@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -35,20 +34,18 @@ _HUGE = 1e12
 _AVERAGES_ID = 1
 
 
-def varints(blob: bytes) -> Iterator[int]:
-    """The SQLite-format varints in `blob` (FTS5's size records): big-endian 7-bit groups, the
-    high bit set on all but the last; a ninth byte carries 8 bits."""
-    value, length = 0, 0
-    for byte in blob:
-        length += 1
-        if length == 9:
-            yield (value << 8) | byte
-            value, length = 0, 0
-        elif byte & 0x80:
-            value = (value << 7) | (byte & 0x7F)
-        else:
-            yield (value << 7) | byte
-            value, length = 0, 0
+def varints(blob: bytes) -> np.ndarray:
+    """The SQLite-format varints in `blob` (FTS5's size and averages records): big-endian 7-bit
+    groups, the high bit set on all but the last. No count here needs the ninth byte's special
+    case (2^56)."""
+    data = np.frombuffer(blob, np.uint8).astype(np.int64)
+    if not len(data):
+        return np.zeros(0, np.int64)
+    ends = data < 0x80
+    varint = np.concatenate(([0], np.cumsum(ends)[:-1]))  # which varint each byte is of
+    last = np.flatnonzero(ends)  # each varint's last byte
+    shift = 7 * (last[varint] - np.arange(len(data)))
+    return np.bincount(varint, weights=(data & 0x7F) << shift).astype(np.int64)
 
 
 class ScopeStatistics:
@@ -99,23 +96,15 @@ def file_average_length(conn: Any) -> float:
     row = conn.execute("SELECT block FROM memories_fts_data WHERE id = ?", (_AVERAGES_ID,)).fetchone()
     if row is None or not row[0]:
         return 1.0
-    total_rows, *columns = varints(row[0])
+    total_rows, *columns = varints(row[0]).tolist()
     return sum(columns) / total_rows if total_rows else 1.0
 
 
 def _sizes(blobs: tuple[bytes, ...]) -> np.ndarray:
-    """Rows' lengths from their size records (the same number of varints each), decoded
-    together: a varint ends at its first byte under 0x80, and no row length needs the ninth
-    byte's special case (2^56 tokens)."""
-    data = np.frombuffer(b"".join(blobs), np.uint8).astype(np.int64)
-    if not len(data):
-        return np.zeros(len(blobs))
-    ends = data < 0x80
-    varint = np.concatenate(([0], np.cumsum(ends)[:-1]))  # which varint each byte is of
-    last = np.flatnonzero(ends)  # each varint's last byte
-    shift = 7 * (last[varint] - np.arange(len(data)))
-    values = np.bincount(varint, weights=(data & 0x7F) << shift)
-    return values.reshape(len(blobs), -1).sum(axis=1)
+    """Rows' lengths (every column's tokens) from their size records, one varint a column
+    each, decoded together."""
+    values = varints(b"".join(blobs))
+    return values.reshape(len(blobs), -1).sum(axis=1) if len(values) else np.zeros(len(blobs))
 
 
 def partition_scores(
