@@ -39,6 +39,7 @@ from dspy_memory.memory import Memory
 from dspy_memory.ops import AppliedOp, ClusterMemory, ConsolidationOp, Fact, Op, Rejection
 from dspy_memory.read.retrieval import RECIPES, Recipe
 from dspy_memory.reports import BackupManifest, FileCheck, MaintenanceReport
+from dspy_memory.retention_settings import RetentionSettings
 from dspy_memory.types import (
     AddResult,
     Block,
@@ -111,6 +112,7 @@ __all__ = [
     "LMUsage",
     "LifecycleConfig",
     "LifecycleSettings",
+    "RetentionSettings",
     "MaintenanceReport",
     "LocalEmbedder",
     "LocalModels",

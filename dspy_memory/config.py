@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AliasChoices, ConfigDict, Field, SecretStr, field_validator
 
 from dspy_memory.config_errors import CheckedSettings, embedder_spec
+from dspy_memory.retention_settings import RetentionSettings
 from dspy_memory.tool_settings import ToolSettings
 
 logger = logging.getLogger("dspy_memory")
@@ -280,6 +281,9 @@ class MemoryConfig(CheckedSettings):
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     write: WriteConfig = Field(default_factory=WriteConfig)
     lifecycle: LifecycleConfig = Field(default_factory=LifecycleConfig)
+    # The retention policy of every scope without one of its own (docs/governance.md#retention);
+    # by default nothing is erased unless it was given an expiry.
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
     # The agent tools' answer limits and the core blocks they may start (docs/agents.md).
     tools: ToolSettings = Field(default_factory=ToolSettings)
     # Run `maintain()` for every scope this often ("12h", "1d", "1w", or seconds) in the

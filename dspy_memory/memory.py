@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from typing_extensions import Unpack
@@ -28,6 +29,7 @@ from dspy_memory.reports import (
     FileCheck,
     MaintenanceReport,
 )
+from dspy_memory.retention_settings import RetentionSettings
 from dspy_memory.scopes import OwnerArgs, ScopeArgs, ScopeRules
 from dspy_memory.store import TimeView
 from dspy_memory.store.audit_log import acting_as
@@ -56,7 +58,7 @@ from dspy_memory.util.text import (
     valid_text,
 )
 from dspy_memory.util.timeutil import TimeLike, to_db
-from dspy_memory.write.inputs import MessagesInput
+from dspy_memory.write.inputs import MessagesInput, expiry
 
 if TYPE_CHECKING:
     from dspy_memory.governance.exchange import ExportReport, ImportReport
@@ -132,6 +134,8 @@ class Memory:
         at: TimeLike | None = None,
         infer: bool | None = None,
         background: bool = False,
+        expires_at: TimeLike | None = None,
+        expires_in: str | float | timedelta | None = None,
         **scope: Unpack[ScopeArgs],
     ) -> AddResult:
         """Remember messages (a string, a {"role", "content"} dict, or a list of them).
@@ -140,11 +144,15 @@ class Memory:
         infer=True requires one) the write program extracts facts and updates, invalidates or
         confirms existing memories; without, each message is stored as a raw `turn` memory.
         `at` is when it happened (default now; a message's own "at" wins). background=True
-        returns once the episodes are on disk; `flush()` waits for them."""
+        returns once the episodes are on disk; `flush()` waits for them. `expires_at` (a time)
+        or `expires_in` ("24h", "30d", seconds): the messages and every memory made from them
+        are never returned after then, and erased by the next `maintain()`
+        (docs/governance.md#retention)."""
         where = self._scope("add", scope, exact=True)
+        until = expiry(expires_at, expires_in)
         queue = self._background.submit if background else None
         return self._writer.add(
-            messages, where, lm=self._lm_for(infer), metadata=metadata, at=at, queue=queue
+            messages, where, lm=self._lm_for(infer), metadata=metadata, at=at, queue=queue, expires_at=until
         )
 
     def log(
@@ -153,12 +161,18 @@ class Memory:
         *,
         metadata: Mapping[str, Any] | None = None,
         at: TimeLike | None = None,
+        expires_at: TimeLike | None = None,
+        expires_in: str | float | timedelta | None = None,
         **scope: Unpack[ScopeArgs],
     ) -> list[Episode]:
         """Keep messages in the episode log only, with provenance and time, not made into
-        memories (e.g. agent steps whose content is already in memory)."""
+        memories (e.g. agent steps whose content is already in memory); `expires_at` /
+        `expires_in` as in `add`."""
         where = self._scope("log", scope, exact=True)
-        return self._writer.persist(messages, where, metadata=metadata, at=at, status="done")
+        until = expiry(expires_at, expires_in)
+        return self._writer.persist(
+            messages, where, metadata=metadata, at=at, status="done", expires_at=until
+        )
 
     def resume(self) -> int:
         """Process what an earlier process left unfinished: episodes pending or failed for over
@@ -538,6 +552,28 @@ class Memory:
             return self._maintainer.save_settings(where, settings, reset=reset)
         return self._maintainer.settings_for((where.user_id, where.agent_id, where.run_id))
 
+    def retention(
+        self,
+        /,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        reset: bool = False,
+        **settings: Any,
+    ) -> RetentionSettings:
+        """The retention policy of a scope, stored in the file when given, e.g.
+        `retention(user_id="ada", erase_after="30d", kinds=["turn"])` (raw turns go after 30
+        days, facts stay) or `retention(agent_id="support", erase_runs_after="24h")` (sessions
+        go a day after their last message); reset=True forgets the stored one first. Looked up
+        as lifecycle settings are: the scope's own, its user's, its agent's, the config's
+        `retention`. `maintain()` erases what is due; see RetentionSettings and
+        docs/governance.md#retention."""
+        where = self._scope("retention", dict(user_id=user_id, agent_id=agent_id, run_id=run_id), exact=True)
+        if settings or reset:
+            return self._maintainer.retention_rules.save(where, settings, reset=reset)
+        return self._maintainer.retention_rules.settings_for((where.user_id, where.agent_id, where.run_id))
+
     def maintenance_reports(self) -> list[MaintenanceReport]:
         """The reports of the scheduled maintenance runs so far (`maintenance_every`), oldest
         first (the last 100)."""
@@ -746,6 +782,7 @@ class Memory:
     arestore = awaitable(restore)
     apin = awaitable(pin)
     alifecycle_settings = awaitable(lifecycle_settings)
+    aretention = awaitable(retention)
     abackup = awaitable(backup)
     aaudit = awaitable(audit)
     averify_audit = awaitable(verify_audit)

@@ -16,6 +16,7 @@ from dspy_memory.errors import EmbedderMismatchError
 from dspy_memory.governance.redact import redactor_for
 from dspy_memory.lifecycle.curve import Forgetting
 from dspy_memory.lifecycle.maintain import Maintainer
+from dspy_memory.lifecycle.retention import Retention
 from dspy_memory.read.rerank import make_reranker
 from dspy_memory.read.retrieval import Retriever
 from dspy_memory.store import Store
@@ -142,6 +143,7 @@ def build_parts(
         config.write,
         flush_recalls=retriever.flush,
         program=reading_programs.get("consolidate"),
+        retention=Retention(store, config.retention),
     )
     background = BackgroundWriter(
         writer.process,

@@ -48,7 +48,9 @@ class MaintenanceReport(BaseModel):
     near-duplicates were replaced by `merges` new memories; `restored` archived memories came
     back because they were recalled; `kept` fell below the threshold but a setting protects
     them (recalled often, important, young). `refused` lists consolidation decisions that were
-    not applied, and why (reasons never quote memory content)."""
+    not applied, and why (reasons never quote memory content). `erased`: what retention erased
+    first (docs/governance.md#retention): memory rows, episodes, blocks, vectors, keyword
+    entries, ... (with dry_run, the memories, episodes and blocks that are due)."""
 
     scopes: int = 0
     examined: int = 0
@@ -63,6 +65,7 @@ class MaintenanceReport(BaseModel):
     refused: list[Rejection] = Field(default_factory=list)
     usage: LMUsage = Field(default_factory=LMUsage)
     errors: list[str] = Field(default_factory=list)
+    erased: dict[str, int] = Field(default_factory=dict)
     dry_run: bool = False
     started_at: datetime
     duration_s: float = 0.0

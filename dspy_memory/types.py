@@ -98,6 +98,8 @@ class Episode(BaseModel):
     attempts: int = 0
     # Whether an LM is to extract memories from it (else it is kept as a raw `turn` memory).
     infer: bool = False
+    # When it is to be erased, with what was made from it (docs/governance.md#retention).
+    expires_at: datetime | None = None
 
     @property
     def scope(self) -> Scope:
@@ -143,6 +145,9 @@ class MemoryRecord(BaseModel):
     # When maintenance archived it (None: active); pinned memories never decay.
     archived_at: datetime | None = None
     pinned: bool = False
+    # When it is to be erased (docs/governance.md#retention): from then on no read returns it,
+    # and maintenance erases it. Not `expired_at` (system time: a later version replaced it).
+    expires_at: datetime | None = None
     # The forgetting curve's R = exp(-dt / S) now (docs/lifecycle.md); None where not computed.
     retention: float | None = None
 

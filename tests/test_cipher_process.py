@@ -2,7 +2,7 @@
 
 sqlite-vec lives in one SQLite library per process (store/sqlite/connection.py; loading it into
 a second one crashed the process: tests/test_sqlite_library.py). This process uses sqlean, so
-the store, purge and scope suites on an encrypted file (backend "sqlcipher") and the encryption
+the store, purge, scope and retention suites on an encrypted file (backend "sqlcipher") and the encryption
 and encrypted-backup tests run in a child pytest whose library is sqlcipher3. Run them alone with
 `DSPY_MEMORY_SQLITE_DRIVER=sqlcipher3 python -m pytest tests/test_encryption.py ...`."""
 
@@ -27,6 +27,7 @@ MODULES = (
     "tests/test_store.py",
     "tests/test_purge.py",
     "tests/test_scopes.py",
+    "tests/test_retention.py",
 )
 
 

@@ -158,6 +158,7 @@ class ScopedMemory(_Bound):
     pin = _through(Memory.pin)
     restore = _through(Memory.restore)
     lifecycle_settings = _through(Memory.lifecycle_settings)
+    retention = _through(Memory.retention)
     # governance: the scope's records (a GDPR access request) and its audit entries
     export = _through(Memory.export)
     audit = _through(Memory.audit)
@@ -186,6 +187,7 @@ class ScopedMemory(_Bound):
     apin = _through(Memory.apin)
     arestore = _through(Memory.arestore)
     alifecycle_settings = _through(Memory.alifecycle_settings)
+    aretention = _through(Memory.aretention)
     aexport = _through(Memory.aexport)
     aaudit = _through(Memory.aaudit)
 

@@ -1,8 +1,10 @@
-"""Maintenance: apply the forgetting curve, archive what was forgotten (or summarize it with the
-LM), bring back archived memories that were recalled, and consolidate near-duplicates.
+"""Maintenance: erase what retention says is due (lifecycle/retention.py), apply the forgetting
+curve, archive what was forgotten (or summarize it with the LM), bring back archived memories
+that were recalled, and consolidate near-duplicates.
 
 One run is idempotent: run twice with nothing recalled or written in between, the second run
-changes nothing. Memories are archived, never deleted (hard deletion is `delete`'s job).
+changes nothing. Forgotten memories are archived, never deleted: only retention (a policy or
+an expiry someone set) and `delete` erase.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from dspy_memory.config import LifecycleConfig, LifecycleSettings, WriteConfig
 from dspy_memory.errors import InvalidInputError, WriteProgramError
 from dspy_memory.lifecycle.consolidate import apply_consolidation, cluster_view, plan_consolidation
 from dspy_memory.lifecycle.curve import Forgetting, days_since
+from dspy_memory.lifecycle.retention import Retention
 from dspy_memory.ops import FACT_KINDS
 from dspy_memory.reports import MaintenanceReport
+from dspy_memory.retention_settings import RetentionSettings
 from dspy_memory.store import Store
 from dspy_memory.store.lifecycle import DecayRow, ScopeKey
 from dspy_memory.types import LMUsage, MemoryRecord, Scope
@@ -52,6 +56,7 @@ class Maintainer:
         *,
         flush_recalls: Any = None,
         program: Any = None,
+        retention: Retention | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -60,6 +65,7 @@ class Maintainer:
         self.forgetting = Forgetting(base_days=config.base_days, importance_boost=config.importance_boost)
         self._flush_recalls = flush_recalls or (lambda: None)
         self._program = program
+        self.retention_rules = retention or Retention(store, RetentionSettings())
 
     # -- settings per scope ----------------------------------------------------------------
 
@@ -154,9 +160,11 @@ class Maintainer:
         consolidate: bool = False,
         dry_run: bool = False,
     ) -> MaintenanceReport:
-        """Maintain one scope (read as `search` reads it) or, None, every scope."""
+        """Maintain one scope (read as `search` reads it) or, None, every scope: first erase
+        what retention says is due, then the forgetting curve and consolidation."""
         started = time.monotonic()
         report = MaintenanceReport(started_at=utcnow(), dry_run=dry_run)
+        report.erased = self.retention_rules.enforce(scope, utcnow(), dry_run=dry_run)
         self._flush_recalls()  # recalls made so far count
         now = utcnow()
         settings: dict[ScopeKey, LifecycleSettings] = {}
@@ -191,8 +199,10 @@ class Maintainer:
         report.scopes = len(settings)
         report.duration_s = round(time.monotonic() - started, 4)
         logger.info(
-            "maintain: %d scope(s), %d archived, %d restored, %d merged, %d summarized in %.2fs",
+            "maintain: %d scope(s), %d memory rows erased, %d archived, %d restored, %d merged, "
+            "%d summarized in %.2fs",
             report.scopes,
+            report.erased.get("memories", 0),
             report.archived,
             report.restored,
             report.merged,

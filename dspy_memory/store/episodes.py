@@ -9,14 +9,14 @@ from typing import Any, NamedTuple
 
 from dspy_memory.store.audit_log import AuditLog
 from dspy_memory.store.backend import Connections
-from dspy_memory.store.queries import Predicate, from_row, scope_predicate
+from dspy_memory.store.queries import Predicate, from_row, scope_predicate, unexpired
 from dspy_memory.store.turns import TurnContext
 from dspy_memory.types import Episode, Scope
-from dspy_memory.util.timeutil import to_db
+from dspy_memory.util.timeutil import now_db, to_db
 
 _EPISODE_COLUMNS = (
     "id, user_id, agent_id, run_id, source, role, name, content, metadata, occurred_at, "
-    "ingested_at, status, error, attempts, infer"
+    "ingested_at, status, error, attempts, infer, expires_at"
 )
 
 
@@ -72,6 +72,7 @@ class EpisodeLog:
                         e.error,
                         e.attempts,
                         int(e.infer),
+                        to_db(e.expires_at),
                         token if e.status != "done" else None,
                         expires if e.status != "done" else None,
                     )
@@ -167,8 +168,9 @@ class EpisodeLog:
         newest_first: bool = False,
         before: str | None = None,
     ) -> list[Episode]:
-        """Episodes of a scope in time order (`before`: that occurred at or before a time)."""
-        predicate = scope_predicate(Predicate(), scope, alias="e")
+        """Episodes of a scope in time order (`before`: that occurred at or before a time), but
+        not those that expired."""
+        predicate = unexpired(scope_predicate(Predicate(), scope, alias="e"), "e")
         if before is not None:
             predicate.add("e.occurred_at <= ?", before)
         order = "DESC" if newest_first else "ASC"
@@ -183,14 +185,16 @@ class EpisodeLog:
     def unfinished(self, *, ingested_before: str, limit: int = 1000) -> Unfinished:
         """Episodes left pending or failed, oldest first (the write-ahead log to replay). A row
         that cannot be read (a bad timestamp written by an older version) is skipped and
-        reported, so one bad row never stops the others from being replayed. `limit` is checked
+        reported, so one bad row never stops the others from being replayed. Expired ones are
+        left to maintenance, which erases them: no LM reads what expired. `limit` is checked
         by the facade (`Memory.reprocess`): SQLite reads a negative LIMIT as none, and one past
         2**63 - 1 cannot be bound."""
         with self._conns.read() as conn:
             rows = conn.execute(
                 f"SELECT {_EPISODE_COLUMNS}, claimed_by, claim_expires_at FROM episodes "
-                "WHERE status != 'done' AND ingested_at < ? ORDER BY ingested_at, rowid LIMIT ?",
-                (ingested_before, limit),
+                "WHERE status != 'done' AND ingested_at < ? AND (expires_at IS NULL OR expires_at > ?) "
+                "ORDER BY ingested_at, rowid LIMIT ?",
+                (ingested_before, now_db(), limit),
             ).fetchall()
         found = Unfinished([], {}, [])
         for row in rows:

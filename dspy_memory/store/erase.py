@@ -126,8 +126,8 @@ class Eraser:
     def scope(self, scope: Scope) -> DeleteResult:
         """Delete everything stored for a scope: memories, vectors, keyword entries, sources,
         episodes, events, entities, blocks, write-run logs (with what each run saw and did) and
-        feedback; events and feedback of other scopes that quote its memories are scrubbed. The audit log stays, with a receipt of this erasure that
-        names the scope only by salted hashes (store/audit_log.py)."""
+        feedback; events and feedback of other scopes that quote its memories are scrubbed. The
+        audit log keeps a receipt that names the scope only by salted hashes (audit_log.py)."""
         counts: dict[str, int] = {}
         with self._purging() as conn:
             memories = scope_predicate(Predicate(), scope)
@@ -162,6 +162,12 @@ class Eraser:
                 ).rowcount
             self._audit.record("erase_scope", scope=scope, counts=counts)
         return DeleteResult(counts=counts)
+
+    def due(self, memory_ids: set[str], episode_ids: set[str], *, actor: str) -> dict[str, int]:
+        """Erase memories and episodes retention found due (store/retention.py) as `memory` and
+        `episodes` do, DELETE events by `actor`; the caller's transaction records the receipt."""
+        with self._purging() as conn:
+            return self._erase(conn, memory_ids, episode_ids, actor=actor)
 
     # -- transactions and the file ---------------------------------------------------------
 

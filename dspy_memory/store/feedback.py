@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from dspy_memory.store.audit_log import AuditLog, scope_of
 from dspy_memory.store.backend import Connections
-from dspy_memory.store.queries import Predicate, from_row, scope_predicate
+from dspy_memory.store.queries import Predicate, from_row, not_about_expired, scope_predicate
 from dspy_memory.store.runs import WriteRunLog
 from dspy_memory.types import FeedbackRecord, MemoryRecord, Scope
 from dspy_memory.util.timeutil import now_db
@@ -119,8 +119,8 @@ class FeedbackLog:
         offset: int = 0,
     ) -> list[FeedbackRecord]:
         """Feedback of a scope (read as `get_all` reads it; None: every scope), newest first
-        (limit=None: all of it)."""
-        predicate = scope_predicate(Predicate(), scope, alias="f")
+        (limit=None: all of it), but none about a memory that expired (it may quote it)."""
+        predicate = not_about_expired(scope_predicate(Predicate(), scope, alias="f"), "f.memory_id")
         for column, value in (("source", source), ("memory_id", memory_id)):
             if value is not None:
                 predicate.add(f"f.{column} = ?", value)
@@ -133,8 +133,10 @@ class FeedbackLog:
         return [_record(row) for row in rows]
 
     def get(self, feedback_id: str, *, scope: Scope | None) -> FeedbackRecord | None:
-        """One feedback record if it belongs to `scope` (None: any scope)."""
+        """One feedback record if it belongs to `scope` (None: any scope), unless it is about a
+        memory that expired."""
         predicate = scope_predicate(Predicate().add("f.id = ?", feedback_id), scope, alias="f")
+        not_about_expired(predicate, "f.memory_id")
         with self._conns.read() as conn:
             row = conn.execute(
                 f"SELECT {_SELECT} FROM feedback f WHERE {predicate.sql}", predicate.params

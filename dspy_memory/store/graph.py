@@ -23,6 +23,8 @@ from dspy_memory.store.queries import (
     from_row,
     record_from_row,
     scope_predicate,
+    unexpired,
+    unexpired_entity,
 )
 from dspy_memory.types import Entity, MemoryRecord, Scope
 from dspy_memory.util.text import normalize_name, normalize_predicate, valid_text
@@ -40,7 +42,7 @@ def _exact_scope(predicate: Predicate, scope: Scope, alias: str) -> Predicate:
 def _latest_versions(predicate: Predicate, view: TimeView) -> Predicate:
     """Each memory once: its version the system believed at `known_at`, true or not at `as_of`."""
     predicate.add("m.created_at <= ?", view.known_at)
-    return predicate.add("m.expired_at IS NULL OR m.expired_at > ?", view.known_at)
+    return unexpired(predicate).add("m.expired_at IS NULL OR m.expired_at > ?", view.known_at)
 
 
 class EntityGraph:
@@ -87,7 +89,7 @@ class EntityGraph:
         """Entities with this (normalized) name in a scope (matched as `scope_predicate` does)."""
         predicate = scope_predicate(
             Predicate().add("e.normalized_name = ?", normalize_name(name)), scope, "e"
-        )
+        ).add(*unexpired_entity("e"))
         with self._conns.read() as conn:
             rows = conn.execute(
                 "SELECT e.id, e.name, e.type, e.summary, e.user_id, e.agent_id, e.run_id, e.created_at "
@@ -109,7 +111,7 @@ class EntityGraph:
                 valid_text(value, name)
         # The last version of each memory believed at `known_at`, and of memories merged into
         # another since (expired, superseded_by the merge): a merge is part of how a fact changed.
-        where = scope_predicate(Predicate(), scope).add("m.created_at <= ?", view.known_at)
+        where = unexpired(scope_predicate(Predicate(), scope)).add("m.created_at <= ?", view.known_at)
         where.add(
             "m.expired_at IS NULL OR m.expired_at > ? OR m.id IN (SELECT linked_id FROM memory_links "
             "WHERE relation = 'merged_from' AND memory_id = m.superseded_by)",
@@ -137,7 +139,7 @@ class EntityGraph:
         At most `limit` memories, in world-time order; each memory once, in the version believed at
         `known_at`."""
         memories = _latest_versions(scope_predicate(Predicate(), scope), view)
-        entities = scope_predicate(Predicate(), scope, "e")
+        entities = scope_predicate(Predicate(), scope, "e").add(*unexpired_entity("e"))
         rows: dict[int, Any] = {}
         with self._conns.read() as conn:
             if entity is not None:
@@ -179,10 +181,12 @@ class EntityGraph:
                 frontier = named - seen
                 seen |= named
             named = {ref for row in rows.values() for ref in (row["subject_id"], row["object_id"]) if ref}
+            shown_sql, shown_param = unexpired_entity("e")
             entity_rows = conn.execute(
                 "SELECT e.id, e.name, e.type, e.summary, e.user_id, e.agent_id, e.run_id, e.created_at "
-                "FROM entities e WHERE e.id IN (SELECT value FROM json_each(?)) ORDER BY e.created_at, e.id",
-                (json.dumps(sorted(seen | named)),),
+                f"FROM entities e WHERE e.id IN (SELECT value FROM json_each(?)) AND ({shown_sql}) "
+                "ORDER BY e.created_at, e.id",
+                (json.dumps(sorted(seen | named)), shown_param),
             ).fetchall()
         ordered = sorted(rows.values(), key=lambda row: (row["valid_at"] or row["created_at"], row["row_id"]))
         records = [record_from_row(row, view) for row in ordered]

@@ -22,7 +22,7 @@ from dspy_memory.util.timeutil import TimeLike, now_db, to_db
 _RECORD_COLUMNS = (
     "id", "version", "user_id", "agent_id", "run_id", "content", "kind", "predicate", "confidence",
     "importance", "strength", "access_count", "last_accessed_at", "content_hash", "valid_at",
-    "invalid_at", "created_at", "expired_at", "superseded_by", "archived_at",
+    "invalid_at", "created_at", "expired_at", "superseded_by", "archived_at", "expires_at",
 )  # fmt: skip
 MEMORY_COLUMNS = ", ".join(
     [
@@ -124,9 +124,34 @@ def scope_predicate(predicate: Predicate, scope: Scope | None, alias: str = "m")
     return predicate
 
 
+def unexpired(predicate: Predicate, alias: str = "m") -> Predicate:
+    """Rows (of memories or episodes) not past their `expires_at` now, by the clock, whatever
+    world or system time a read asks about: from the moment a memory expires no read returns
+    it, before maintenance erases it (docs/governance.md#retention)."""
+    return predicate.add(f"{alias}.expires_at IS NULL OR {alias}.expires_at > ?", now_db())
+
+
+def not_about_expired(predicate: Predicate, column: str) -> Predicate:
+    """Rows (events, feedback) whose memory `column` names has not expired: they quote it."""
+    return predicate.add(
+        f"NOT EXISTS (SELECT 1 FROM memories x WHERE x.id = {column} AND x.expires_at <= ?)", now_db()
+    )
+
+
+def unexpired_entity(alias: str = "e") -> tuple[str, str]:
+    """(a condition on entities `alias`, its parameter): not named only by expired memories (an
+    entity's name is content of the memories that name it)."""
+    named = f"SELECT 1 FROM memories x WHERE (x.subject_id = {alias}.id OR x.object_id = {alias}.id)"
+    return (
+        f"NOT EXISTS ({named}) OR EXISTS ({named} AND (x.expires_at IS NULL OR x.expires_at > ?))",
+        now_db(),
+    )
+
+
 def time_predicate(predicate: Predicate, view: TimeView | None) -> Predicate:
     if view is None:
         return predicate
+    unexpired(predicate)
     predicate.add("m.valid_at IS NULL OR m.valid_at <= ?", view.as_of)
     predicate.add("m.invalid_at IS NULL OR m.invalid_at > ?", view.as_of)
     predicate.add("m.created_at <= ?", view.known_at)

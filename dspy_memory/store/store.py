@@ -34,10 +34,13 @@ from dspy_memory.store.queries import (
     from_row,
     kinds_predicate,
     metadata_predicate,
+    not_about_expired,
     record_from_row,
     scope_predicate,
     time_predicate,
+    unexpired,
 )
+from dspy_memory.store.retention import RetentionRows
 from dspy_memory.store.runs import WriteRunLog
 from dspy_memory.store.texts import MemoryTexts
 from dspy_memory.store.turns import RawTurns, TurnContext
@@ -64,9 +67,9 @@ class Store(LifecycleRows, WriteConflicts, AccessStatistics, Inspection, MemoryT
     search; memory writes come from MemoryWrites, the lifecycle's rows (archive, restore,
     consolidation, settings) from LifecycleRows (built on MemoryWrites), the write path's compare-and-set from
     WriteConflicts, recall statistics from AccessStatistics, checks and counts from Inspection, the text and speakers search reads from MemoryTexts.
-    Episodes, the vector and keyword indexes, erasure, entities, the write-run log, feedback and
-    core blocks live in the components `episodes`, `vectors`, `keywords`, `erase`, `graph`,
-    `runs`, `feedback` and `blocks`.
+    Episodes, the vector and keyword indexes, erasure, entities, the write-run log, feedback,
+    core blocks and retention live in the components `episodes`, `vectors`, `keywords`, `erase`,
+    `graph`, `runs`, `feedback`, `blocks` and `retention`.
 
     Methods that write join the caller's `transaction()` when there is one, so a write path can
     group many calls into one atomic unit.
@@ -130,6 +133,7 @@ class Store(LifecycleRows, WriteConflicts, AccessStatistics, Inspection, MemoryT
         self.turns = RawTurns(self._conns, self.audit_log)
         self.blocks = BlockStore(self._conns, self.audit_log)
         self.keys = KeyStore(self._conns, self.audit_log)
+        self.retention = RetentionRows(self._conns, self.audit_log)
         try:
             applied = self.backend.migrate()
             with self._conns.read() as conn:
@@ -212,7 +216,7 @@ class Store(LifecycleRows, WriteConflicts, AccessStatistics, Inspection, MemoryT
     ) -> MemoryRecord | None:
         """The current version of a memory, or its last version if it was expired; `version`:
         that version (each version is a row), as it is now (status as of now)."""
-        predicate = scope_predicate(Predicate().add("m.id = ?", memory_id), scope)
+        predicate = unexpired(scope_predicate(Predicate().add("m.id = ?", memory_id), scope))
         if version is not None:
             predicate.add("m.version = ?", version)
         with self._conns.read() as conn:
@@ -242,7 +246,7 @@ class Store(LifecycleRows, WriteConflicts, AccessStatistics, Inspection, MemoryT
 
     def ids_with_prefix(self, prefix: str, scope: Scope | None, limit: int = 2) -> list[str]:
         """Memory ids starting with `prefix` in a scope (agents quote ids shortened)."""
-        predicate = scope_predicate(Predicate(), scope)
+        predicate = unexpired(scope_predicate(Predicate(), scope))
         # A range on the (id, version) index; ids are UUIDs, and "~" sorts after their characters.
         predicate.add("m.id >= ? AND m.id < ?", prefix, prefix + "~")
         with self._conns.read() as conn:
@@ -289,6 +293,7 @@ class Store(LifecycleRows, WriteConflicts, AccessStatistics, Inspection, MemoryT
         side of a LEFT JOIN would read whole (store/sqlite/schema_compact.py, V13)."""
         if not row_ids:
             return {}
+        live = unexpired(Predicate(), "e")
         with self._conns.read() as conn:
             records = conn.execute(
                 f"SELECT {MEMORY_COLUMNS} FROM {CANDIDATES_FROM} {ENTITY_JOINS}", (json.dumps(list(row_ids)),)
@@ -296,8 +301,8 @@ class Store(LifecycleRows, WriteConflicts, AccessStatistics, Inspection, MemoryT
             sources = conn.execute(
                 f"SELECT s.memory_id, {PROVENANCE_COLUMNS} FROM memory_sources s "
                 "JOIN episodes e ON e.id = s.episode_id WHERE s.memory_id IN (SELECT value FROM json_each(?)) "
-                "ORDER BY e.occurred_at, e.rowid",
-                (json.dumps(sorted({row["id"] for row in records})),),
+                f"AND ({live.sql}) ORDER BY e.occurred_at, e.rowid",
+                (json.dumps(sorted({row["id"] for row in records})), *live.params),
             ).fetchall()
         episodes: dict[str, list[Provenance]] = {}
         for row in sources:
@@ -314,7 +319,9 @@ class Store(LifecycleRows, WriteConflicts, AccessStatistics, Inspection, MemoryT
         }
 
     def history(self, memory_id: str, *, scope: Scope | None = None) -> list[Event]:
+        """A memory's events, oldest first; none once it expired (its events quote it)."""
         predicate = scope_predicate(Predicate().add("m.memory_id = ?", memory_id), scope)
+        not_about_expired(predicate, "m.memory_id")
         with self._conns.read() as conn:
             rows = conn.execute(
                 f"SELECT id, memory_id, event, version, old_content, {event_new_content('m')} AS new_content, "

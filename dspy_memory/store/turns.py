@@ -25,31 +25,36 @@ class RawTurns:
         self._conns = conns
         self._audit = audit_log
 
-    def current(self, keys: Sequence[tuple[Scope, str, str | None]]) -> list[tuple[int, str] | None]:
-        """For each (exact scope, content hash, valid_at): the (row id, id) of the current
-        version of a memory that was stored as a raw `turn` with exactly that scope, text and
-        time (in any version: a corrected turn is still the memory of that input), else None.
-        Read inside the caller's write transaction, so a concurrent writer's turn is seen. One
+    def current(
+        self, keys: Sequence[tuple[Scope, str, str | None, str | None]]
+    ) -> list[tuple[int, str] | None]:
+        """For each (exact scope, content hash, valid_at, expires_at): the (row id, id) of the
+        current version of a memory that was stored as a raw `turn` with exactly that scope,
+        text, time and expiry, and has not expired (in any version: a corrected turn is still
+        the memory of that input), else None. Read inside the caller's write transaction, so a concurrent writer's turn is seen. One
         query per scope and chunk of hashes, not per key: on PostgreSQL each statement is a
         round trip (one per turn was ~12% of an add of 1,000 turns)."""
         by_scope: dict[Scope, list[str]] = {}
-        for scope, content_hash, _ in keys:
+        for scope, content_hash, _, _ in keys:
             by_scope.setdefault(scope, []).append(content_hash)
-        held: dict[tuple[Scope, str, str | None], tuple[int, str]] = {}
+        held: dict[tuple[Scope, str, str | None, str | None], tuple[int, str]] = {}
+        now = now_db()
         with self._conns.transaction() as conn:
             for scope, hashes in by_scope.items():
                 distinct = sorted(set(hashes))
                 for start in range(0, len(distinct), _HASHES_PER_QUERY):
                     chunk = distinct[start : start + _HASHES_PER_QUERY]
                     rows = conn.execute(
-                        "SELECT m.content_hash, m.valid_at, cur.row_id, cur.id "
+                        "SELECT m.content_hash, m.valid_at, cur.expires_at, cur.row_id, cur.id "
                         "FROM memories m INDEXED BY memories_turns "
                         "JOIN memories cur ON cur.id = m.id AND cur.expired_at IS NULL "
+                        "AND (cur.expires_at IS NULL OR cur.expires_at > ?) "
                         "WHERE m.kind = 'turn' "
                         "AND substr(m.content_hash, 1, 16) IN (SELECT value FROM json_each(?)) "
                         "AND m.content_hash IN (SELECT value FROM json_each(?)) "
                         "AND m.user_id IS ? AND m.agent_id IS ? AND m.run_id IS ?",
                         (
+                            now,
                             json.dumps([h[:16] for h in chunk]),
                             json.dumps(chunk),
                             scope.user_id,
@@ -57,8 +62,9 @@ class RawTurns:
                             scope.run_id,
                         ),
                     ).fetchall()
-                    for content_hash, valid_at, row_id, memory_id in rows:
-                        key = (scope, content_hash, valid_at)
+                    for row in rows:
+                        key = (scope, row["content_hash"], row["valid_at"], row["expires_at"])
+                        row_id, memory_id = row["row_id"], row["id"]
                         if key not in held or row_id < held[key][0]:
                             held[key] = (row_id, memory_id)
         return [held.get(key) for key in keys]

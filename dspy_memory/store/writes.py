@@ -22,6 +22,7 @@ from dspy_memory.store.queries import (
     record_from_row,
     scope_predicate,
 )
+from dspy_memory.store.retention import expiries
 from dspy_memory.store.turns import TurnContext
 from dspy_memory.types import MemoryRecord, Scope
 from dspy_memory.util.timeutil import now_db
@@ -34,18 +35,18 @@ _INSERT_EVENT = f"INSERT INTO memory_events ({', '.join(_EVENT_COLUMNS)}) VALUES
 _MEMORY_COLUMNS = (
     "id", "version", "user_id", "agent_id", "run_id", "content", "kind", "subject_id", "predicate",
     "object_id", "confidence", "importance", "strength", "access_count", "last_accessed_at", "content_hash",
-    "metadata", "valid_at", "invalid_at", "created_at", "superseded_by", "pinned",
+    "metadata", "valid_at", "invalid_at", "created_at", "superseded_by", "pinned", "expires_at",
 )  # fmt: skip
 
 
-def _memory_row(item: NewMemory, created_at: str) -> tuple[Any, ...]:
+def _memory_row(item: NewMemory, created_at: str, expires_at: str | None) -> tuple[Any, ...]:
     """The values of `item`'s memories row, in the order of _MEMORY_COLUMNS."""
     return (
         item.id, item.version, item.user_id, item.agent_id, item.run_id, item.content, item.kind,
         item.subject_id, item.predicate, item.object_id, item.confidence, item.importance,
         item.strength, item.access_count, item.last_accessed_at, item.content_hash,
         json.dumps(item.metadata), item.valid_at, item.invalid_at, created_at, item.superseded_by,
-        int(item.pinned),
+        int(item.pinned), expires_at,
     )  # fmt: skip
 
 
@@ -76,6 +77,8 @@ class NewMemory:
     superseded_by: str | None = None
     pinned: bool = False
     episode_ids: Sequence[str] = ()
+    # When it is to be erased (db time); the episodes' and earlier versions' expiry also count.
+    expires_at: str | None = None
 
 
 class MemoryWrites:
@@ -118,7 +121,10 @@ class MemoryWrites:
                 conn,
                 "memories",
                 _MEMORY_COLUMNS,
-                [_memory_row(item, created_at) for item in items],
+                [
+                    _memory_row(item, created_at, expires_at)
+                    for item, expires_at in zip(items, expiries(conn, items))
+                ],
                 generated="row_id",
             )
             # A raw turn is indexed with the conversation around its episode (store/turns.py).

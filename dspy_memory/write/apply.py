@@ -52,6 +52,7 @@ def raw_turn(episode: Episode, embedding: Any) -> NewMemory:
         metadata=episode.metadata,
         valid_at=to_db(episode.occurred_at),
         episode_ids=[episode.id],
+        expires_at=to_db(episode.expires_at),
     )
 
 

@@ -10,6 +10,7 @@ import math
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from dspy_memory.errors import InvalidInputError
@@ -23,7 +24,7 @@ from dspy_memory.types import (
     Scope,
 )
 from dspy_memory.util.text import shown, valid_text
-from dspy_memory.util.timeutil import TimeLike, to_datetime, utcnow
+from dspy_memory.util.timeutil import TimeLike, format_db, interval_seconds, to_datetime, utcnow
 
 if TYPE_CHECKING:
     from dspy_memory.governance.redact import Redactor
@@ -178,6 +179,29 @@ def drafts_from_input(messages: MessagesInput) -> list[Draft]:
     )
 
 
+def expiry(expires_at: TimeLike | None, expires_in: Any) -> datetime | None:
+    """When what `add` stores is to be erased: `expires_at` (a time) or `expires_in` (an
+    interval from now: "24h", "30d", seconds or a timedelta), at most one; never in the past."""
+    if expires_at is not None and expires_in is not None:
+        raise InvalidInputError("pass expires_at= or expires_in=, not both")
+    now = utcnow()
+    if expires_in is not None:
+        seconds = expires_in.total_seconds() if isinstance(expires_in, timedelta) else expires_in
+        try:
+            return to_datetime(now + timedelta(seconds=interval_seconds(seconds, "expires_in")))
+        except OverflowError:
+            raise InvalidInputError(f"expires_in={shown(expires_in)} ends after the year 9999") from None
+    if expires_at is None:
+        return None
+    moment = to_datetime(expires_at, name="expires_at")
+    if moment <= now:
+        raise InvalidInputError(
+            f"expires_at={format_db(moment)} is not in the future (now is {format_db(now)}): what "
+            "expires is never stored; pass a later time or expires_in= (e.g. '24h')"
+        )
+    return moment
+
+
 def episodes_from_input(
     messages: MessagesInput,
     scope: Scope,
@@ -187,6 +211,7 @@ def episodes_from_input(
     infer: bool = False,
     status: EpisodeStatus = "pending",
     redact: Redactor | None = None,
+    expires_at: datetime | None = None,
 ) -> list[Episode]:
     """The episodes to persist for what `Memory.add` got: one per message, in the scope, with
     `metadata` under each message's own, said at the message's "at", else `at`, else now.
@@ -214,6 +239,7 @@ def episodes_from_input(
             ingested_at=ingested,
             infer=infer,
             status=status,
+            expires_at=expires_at,
         )
         for draft in drafts
     ]

@@ -69,11 +69,17 @@ class TurnWriter:
         self, items: list[NewMemory]
     ) -> tuple[list[NewMemory], dict[str, tuple[int | None, list[str]]]]:
         """Raw turns to insert, and the ones that repeat a turn already stored (or earlier in the
-        batch) with the same scope, text and time: {memory id: (its row id, or None while it is
+        batch) with the same scope, text, time and expiry (a turn given again to be kept longer
+        or shorter is another memory: a memory's sources are erased with it): {memory id: (its row id, or None while it is
         still to be inserted; the episodes that said it again)}. Runs inside the write
         transaction, so concurrent writers of one text make one memory."""
         keys = [
-            (Scope(user_id=i.user_id, agent_id=i.agent_id, run_id=i.run_id), i.content_hash, i.valid_at)
+            (
+                Scope(user_id=i.user_id, agent_id=i.agent_id, run_id=i.run_id),
+                i.content_hash,
+                i.valid_at,
+                i.expires_at,
+            )
             for i in items
         ]
         existing = self._store.turns.current(keys)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from dspy_memory.config import WriteConfig
@@ -97,11 +98,20 @@ class Writer:
         at: TimeLike | None = None,
         infer: bool = False,
         status: EpisodeStatus = "pending",
+        expires_at: datetime | None = None,
     ) -> list[Episode]:
         """Write the input as episodes, in their own transaction, before any processing
-        (status "done" keeps them in the log only, with no memories to make)."""
+        (status "done" keeps them in the log only, with no memories to make); what is made
+        from them expires with them (`expires_at`)."""
         episodes = episodes_from_input(
-            messages, scope, metadata=metadata, at=at, infer=infer, status=status, redact=self.redact
+            messages,
+            scope,
+            metadata=metadata,
+            at=at,
+            infer=infer,
+            status=status,
+            redact=self.redact,
+            expires_at=expires_at,
         )
         self.store.episodes.insert(episodes, claim=self.claims.claim() if status != "done" else None)
         return episodes
@@ -115,9 +125,12 @@ class Writer:
         metadata: Mapping[str, Any] | None,
         at: TimeLike | None,
         queue: Callable[[list[Episode], Any], None] | None,
+        expires_at: datetime | None = None,
     ) -> AddResult:
         """Persist, then process now, or hand the episodes to `queue` (the background writer)."""
-        episodes = self.persist(messages, scope, metadata=metadata, at=at, infer=lm is not None)
+        episodes = self.persist(
+            messages, scope, metadata=metadata, at=at, infer=lm is not None, expires_at=expires_at
+        )
         if queue is None:
             return self.process(episodes, lm)
         queue(episodes, lm)

@@ -329,6 +329,19 @@ LATER: dict[int, tuple[str, ...]] = {
         "CREATE INDEX feedback_memory ON feedback (memory_id) WHERE memory_id IS NOT NULL",
     ),
     13: (*WORDS, REINDEX_WORDS),
+    15: (
+        f"ALTER TABLE memories ADD COLUMN expires_at {T}",
+        f"ALTER TABLE episodes ADD COLUMN expires_at {T}",
+        "CREATE INDEX memories_expiring ON memories (expires_at) WHERE expires_at IS NOT NULL",
+        "CREATE INDEX episodes_expiring ON episodes (expires_at) WHERE expires_at IS NOT NULL",
+        f"""CREATE TABLE retention_settings (
+            user_id {T}, agent_id {T}, run_id {T},
+            settings {T} NOT NULL CHECK (settings::jsonb IS NOT NULL),
+            updated_at {T} NOT NULL
+        )""",
+        """CREATE UNIQUE INDEX retention_settings_scope ON retention_settings
+            (coalesce(user_id, ''), coalesce(agent_id, ''), coalesce(run_id, ''))""",
+    ),
 }
 
 

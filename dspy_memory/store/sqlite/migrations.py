@@ -249,6 +249,25 @@ _V9 = (
     "CREATE INDEX feedback_memory ON feedback (memory_id) WHERE memory_id IS NOT NULL",
 )
 
+# Retention (docs/governance.md#retention): when a memory or an episode is to be erased
+# (`expires_at`; reads stop returning it at that moment, maintenance erases it), and retention
+# policies per scope, kept like the lifecycle settings.
+V15 = (
+    "ALTER TABLE memories ADD COLUMN expires_at TEXT",
+    "ALTER TABLE episodes ADD COLUMN expires_at TEXT",
+    "CREATE INDEX memories_expiring ON memories (expires_at) WHERE expires_at IS NOT NULL",
+    "CREATE INDEX episodes_expiring ON episodes (expires_at) WHERE expires_at IS NOT NULL",
+    """CREATE TABLE retention_settings (
+        user_id TEXT,
+        agent_id TEXT,
+        run_id TEXT,
+        settings TEXT NOT NULL CHECK (json_valid(settings)),
+        updated_at TEXT NOT NULL
+    )""",
+    """CREATE UNIQUE INDEX retention_settings_scope ON retention_settings
+        (ifnull(user_id, ''), ifnull(agent_id, ''), ifnull(run_id, ''))""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", V1),
     Migration(2, "write path: superseded_by, episode intent, write runs", _V2),
@@ -273,6 +292,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "source links by rowids; current memories by a hash prefix; events by agent or run only where set",
         V14,
     ),
+    Migration(15, "retention: memories and episodes that expire, retention policies per scope", V15),
 )
 # The migration after which the Store builds the contexts of the turns the file already held.
 TURN_CONTEXT_VERSION = 5

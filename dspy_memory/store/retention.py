@@ -1,0 +1,205 @@
+"""The SQL of retention (docs/governance.md#retention): when new rows expire, the policies kept
+per scope, and what is due for erasure (the erasure itself is store/erase.py's)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from dspy_memory.store.audit_log import AuditLog
+from dspy_memory.store.backend import Connections
+from dspy_memory.store.erase import Eraser
+from dspy_memory.store.queries import Predicate, scope_predicate
+from dspy_memory.types import Scope
+from dspy_memory.util.timeutil import now_db
+
+ScopeKey = tuple[str | None, str | None, str | None]
+_EXACT = "user_id IS ? AND agent_id IS ? AND run_id IS ?"
+
+
+def expiries(conn: Any, items: Sequence[Any]) -> list[str | None]:
+    """When each new memory row (store/writes.py, NewMemory) expires: the earliest of its own
+    `expires_at`, that of the episodes it came from and that of its memory's earlier versions.
+    What was made from input that expires goes with it, and a new version never outlives the
+    text it revises. Inside the caller's transaction."""
+    episode_ids = json.dumps(sorted({episode for item in items for episode in item.episode_ids}))
+    episodes = {
+        row["id"]: row["expires_at"]
+        for row in conn.execute(
+            "SELECT id, expires_at FROM episodes WHERE id IN (SELECT value FROM json_each(?)) "
+            "AND expires_at IS NOT NULL",
+            (episode_ids,),
+        )
+    }
+    revised = json.dumps(sorted({item.id for item in items if item.version > 1}))
+    earlier = {
+        row["id"]: row["expires_at"]
+        for row in conn.execute(
+            "SELECT id, min(expires_at) AS expires_at FROM memories "
+            "WHERE id IN (SELECT value FROM json_each(?)) AND expires_at IS NOT NULL GROUP BY id",
+            (revised,),
+        )
+    }
+    return [
+        min(
+            [item.expires_at, earlier.get(item.id), *(episodes.get(e) for e in item.episode_ids)],
+            key=lambda when: when or "~",  # None: never, after every time
+        )
+        for item in items
+    ]
+
+
+class RetentionRows:
+    def __init__(self, conns: Connections, audit_log: AuditLog) -> None:
+        self._conns = conns
+        self._audit = audit_log
+
+    # -- policies --------------------------------------------------------------------------
+
+    def settings(self, scope: ScopeKey) -> dict[str, Any] | None:
+        """The policy stored for exactly this scope, as saved (None: none)."""
+        with self._conns.read() as conn:
+            row = conn.execute(f"SELECT settings FROM retention_settings WHERE {_EXACT}", scope).fetchone()
+        return json.loads(row["settings"]) if row else None
+
+    def all_settings(self) -> list[tuple[ScopeKey, dict[str, Any]]]:
+        """Every stored policy with its scope, in scope order."""
+        with self._conns.read() as conn:
+            rows = conn.execute(
+                "SELECT user_id, agent_id, run_id, settings FROM retention_settings "
+                "ORDER BY coalesce(user_id, ''), coalesce(agent_id, ''), coalesce(run_id, '')"
+            ).fetchall()
+        return [
+            ((row["user_id"], row["agent_id"], row["run_id"]), json.loads(row["settings"])) for row in rows
+        ]
+
+    def save_settings(self, scope: ScopeKey, settings: dict[str, Any] | None) -> None:
+        """Store the policy of exactly this scope (None: forget it), in the audit log."""
+        with self._conns.transaction() as conn:
+            conn.execute(f"DELETE FROM retention_settings WHERE {_EXACT}", scope)
+            if settings is not None:
+                conn.execute(
+                    "INSERT INTO retention_settings (user_id, agent_id, run_id, settings, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (*scope, json.dumps(settings, sort_keys=True), now_db()),
+                )
+            self._audit.record(
+                "retention_settings",
+                scope=Scope.of(*scope),
+                counts={"settings": 0 if settings is None else 1},
+                details={"settings": settings or {}},
+            )
+
+    # -- what is due -----------------------------------------------------------------------
+
+    def expired(self, scope: Scope | None, now: str) -> tuple[set[str], set[str]]:
+        """(memory ids, episode ids) of `scope` (None: all) whose `expires_at` has passed."""
+        found = []
+        for table, column in (("memories", "id"), ("episodes", "id")):
+            predicate = scope_predicate(Predicate().add("t.expires_at <= ?", now), scope, alias="t")
+            with self._conns.read() as conn:
+                rows = conn.execute(
+                    f"SELECT DISTINCT t.{column} FROM {table} t WHERE {predicate.sql}", predicate.params
+                ).fetchall()
+            found.append({row[0] for row in rows})
+        return found[0], found[1]
+
+    def scopes(self, scope: Scope | None) -> list[ScopeKey]:
+        """The exact scopes (user, agent, run) of `scope` that hold memories, episodes or blocks."""
+        keys: set[ScopeKey] = set()
+        with self._conns.read() as conn:
+            for table in ("memories", "episodes", "blocks"):
+                predicate = scope_predicate(Predicate(), scope, alias="t")
+                rows = conn.execute(
+                    f"SELECT DISTINCT t.user_id, t.agent_id, t.run_id FROM {table} t WHERE {predicate.sql}",
+                    predicate.params,
+                ).fetchall()
+                keys.update((row["user_id"], row["agent_id"], row["run_id"]) for row in rows)
+        return sorted(keys, key=lambda key: tuple(part or "" for part in key))
+
+    def last_written(self, scope: ScopeKey) -> str | None:
+        """When exactly this scope was last written to: its newest episode, memory version or
+        block change (a run's last message)."""
+        with self._conns.read() as conn:
+            row = conn.execute(
+                f"SELECT max(at) FROM (SELECT max(ingested_at) AS at FROM episodes WHERE {_EXACT} "
+                f"UNION ALL SELECT max(created_at) FROM memories WHERE {_EXACT} "
+                f"UNION ALL SELECT max(updated_at) FROM blocks WHERE {_EXACT}) AS latest",
+                (*scope, *scope, *scope),
+            ).fetchone()
+        return row[0]
+
+    def due(
+        self, scope: ScopeKey, before: str, *, kinds: Sequence[str] | None, pinned: bool, blocks: bool
+    ) -> tuple[set[str], set[str], set[str]]:
+        """(memory ids, episode ids, block ids) of exactly this scope last written at or before
+        `before`: memories of `kinds` (None: all) whose current version is that old, pinned ones
+        only with `pinned`; the raw input (episodes) when `kinds` takes raw turns, but not
+        episodes a writer holds now nor those of raw turns that stay; blocks (the profile too)
+        only with `blocks`."""
+        now = now_db()
+        memories = Predicate().add(_EXACT, *scope).add("m.expired_at IS NULL AND m.created_at <= ?", before)
+        if kinds is not None:
+            memories.add("m.kind IN (SELECT value FROM json_each(?))", json.dumps(list(kinds)))
+        if not pinned:
+            memories.add("m.pinned = 0")
+        with self._conns.read() as conn:
+            memory_ids = {
+                row[0]
+                for row in conn.execute(f"SELECT m.id FROM memories m WHERE {memories.sql}", memories.params)
+            }
+            episode_ids: set[str] = set()
+            if kinds is None or "turn" in kinds:
+                episode_ids = {
+                    row[0]
+                    for row in conn.execute(
+                        f"SELECT id FROM episodes WHERE {_EXACT} AND ingested_at <= ? "
+                        "AND (claimed_by IS NULL OR claim_expires_at < ?)",
+                        (*scope, before, now),
+                    )
+                }
+                # A raw turn kept (pinned, or of a kind the policy keeps) keeps its episode:
+                # erasing the episode would erase the turn made from it.
+                kept_turns = conn.execute(
+                    "SELECT DISTINCT s.episode_id, m.id FROM memory_sources s JOIN memories m ON m.id = s.memory_id "
+                    "WHERE s.episode_id IN (SELECT value FROM json_each(?)) AND m.kind = 'turn'",
+                    (json.dumps(sorted(episode_ids)),),
+                ).fetchall()
+                episode_ids -= {row[0] for row in kept_turns if row[1] not in memory_ids}
+            block_ids: set[str] = set()
+            if blocks:
+                block_ids = {
+                    row[0]
+                    for row in conn.execute(
+                        f"SELECT id FROM blocks WHERE {_EXACT} AND updated_at <= ?", (*scope, before)
+                    )
+                }
+        return memory_ids, episode_ids, block_ids
+
+    # -- erasure ---------------------------------------------------------------------------
+
+    def erase(
+        self,
+        eraser: Eraser,
+        due: tuple[set[str], set[str], set[str]],
+        *,
+        scope: Scope | None,
+        actor: str,
+    ) -> dict[str, int]:
+        """Erase what is due (memory ids, episode ids, block ids) in one transaction, with the
+        closure of `delete` and one receipt with counts only; then make it unreachable in the
+        database's files."""
+        memory_ids, episode_ids, block_ids = due
+        with self._conns.transaction() as conn:
+            counts = eraser.due(memory_ids, episode_ids, actor=actor)
+            blocks = json.dumps(sorted(block_ids))
+            conn.execute(
+                "DELETE FROM block_versions WHERE block_id IN (SELECT value FROM json_each(?))", (blocks,)
+            )
+            counts["blocks"] = conn.execute(
+                "DELETE FROM blocks WHERE id IN (SELECT value FROM json_each(?))", (blocks,)
+            ).rowcount
+            self._audit.record("retention", scope=scope, role=actor, counts=counts)
+        eraser.compact()
+        return counts

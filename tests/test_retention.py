@@ -1,0 +1,288 @@
+"""Retention (docs/governance.md#retention): memories that expire on purpose. From the moment a
+memory expires no read returns it, whatever it asks; maintenance then erases it with the closure
+of `delete`, leaving one receipt with counts only."""
+
+from __future__ import annotations
+
+import json
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from dspy_memory import Memory
+from dspy_memory.embed import HashEmbedder
+from dspy_memory.errors import InvalidInputError, MemoryNotFoundError
+from dspy_memory.testing import scripted_lm
+from dspy_memory.util.timeutil import set_clock
+
+from .leakscan import leaks, markers, unseen
+
+pytestmark = [pytest.mark.backends, pytest.mark.encrypted]
+
+START = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+
+
+class Clock:
+    """The library's clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
+@pytest.fixture
+def clock():
+    moved = Clock()
+    set_clock(moved)
+    yield moved
+    set_clock(None)
+
+
+# Words no other text holds: the expiring fact's object, and the expiring raw turn's word.
+SECRET, RAW_SECRET, NOTE = markers(3, seed=31)
+
+
+def _facts(call):
+    """The write program: each turn becomes one fact about Ada (subject, predicate, object), and
+    the answer program answers with its whole context (so a leak into context shows)."""
+    if call.output_fields == ["ops"]:
+        ops = []
+        for turn in call.inputs["turns"]:
+            text = turn["text"]
+            obj = SECRET if SECRET in text else "tea"
+            predicate = "locker_code" if SECRET in text else "likes"
+            ops.append(
+                {"action": "ADD", "content": text, "subject": "Ada", "predicate": predicate, "object": obj}
+            )
+        return {"ops": ops}
+    if call.output_fields == ["answer"]:
+        return {"answer": call.inputs["context"]}
+    if call.output_fields == ["plan"]:
+        return {"plan": {"queries": [call.inputs["question"]], "as_of": None}}
+    raise AssertionError(call.signature)
+
+
+def _every_read(memory, ids):
+    """What every read of the public API returns for ada, as text."""
+    ada = {"user_id": "ada"}
+    outputs = []
+    for recipe in ("hybrid", "dense", "keyword", "graph"):
+        for query in (SECRET, RAW_SECRET, "Ada locker code"):
+            outputs.append(memory.search(query, recipe=recipe, **ada))
+            outputs.append(memory.search(query, recipe=recipe, include_archived=True, **ada))
+            # Time travel does not bring it back: expiry is by the clock.
+            outputs.append(memory.search(query, recipe=recipe, known_at=START, as_of=START, **ada))
+    outputs.append(memory.get_all(**ada))
+    outputs.append(memory.get_all(known_at=START + timedelta(minutes=30), include_archived=True, **ada))
+    outputs.append(memory.get_all(user_id="ada", run_id="call-1"))
+    for memory_id in ids:
+        outputs.append(memory.get(memory_id, **ada))
+        outputs.append(memory.get(memory_id, recall=False, all_scopes=True))
+        outputs.append(memory.find_ids(memory_id[:8], **ada))
+        try:
+            outputs.append(memory.history(memory_id, **ada))
+        except MemoryNotFoundError:
+            pass
+    outputs.append(memory.timeline(subject="Ada", **ada))
+    outputs.append(memory.timeline(predicate="locker_code", known_at=START + timedelta(minutes=30), **ada))
+    outputs.append(memory.graph(**ada).to_json())
+    outputs.append(memory.graph("Ada", **ada).to_json())
+    outputs.append(memory.graph(SECRET, **ada).to_json())
+    outputs.append(memory.context("Ada locker code " + SECRET, **ada))
+    outputs.append(memory.answer("What is Ada's locker code?", **ada))
+    outputs.append(memory.answer("What is Ada's locker code?", rewrite=True, **ada))
+    outputs.append(memory.feedback_records(**ada))
+    outputs.append(memory.stats())
+    for tool in memory.tools(**ada):
+        name = tool.name if hasattr(tool, "name") else tool.__name__
+        if name == "recall":
+            outputs.append(tool(query=SECRET))
+            outputs.append(tool(query="locker code"))
+        elif name == "memory_history":
+            for memory_id in ids:
+                outputs.append(tool(memory_id=memory_id[:8]))
+    return "\n".join(repr(output) for output in outputs)
+
+
+def test_an_expired_memory_is_invisible_to_every_read_at_once(db_path, clock):
+    with Memory(db_path, embedder=HashEmbedder(64), lm=scripted_lm(_facts)) as memory:
+        secret = memory.add(f"Ada's locker code is {SECRET}.", user_id="ada", expires_in="1h").memories[0]
+        raw = memory.add(
+            f"Ada said {RAW_SECRET} on the phone.",
+            user_id="ada",
+            run_id="call-1",
+            infer=False,
+            expires_in="1h",
+        ).memories[0]
+        kept = memory.add("Ada likes tea.", user_id="ada").memories[0]
+        memory.feedback(secret.id, "wrong", note=f"it said {NOTE}", user_id="ada")
+        assert secret.expires_at == raw.expires_at == START + timedelta(hours=1)
+        assert kept.expires_at is None
+        ids = [secret.id, raw.id]
+        before = _every_read(memory, ids)
+        assert SECRET in before and RAW_SECRET in before and NOTE in before, "the reads must see it first"
+
+        clock.advance(minutes=59)
+        assert SECRET in _every_read(memory, ids), "not before it expires"
+        clock.advance(minutes=1)  # exactly at expires_at: gone
+        after = _every_read(memory, ids)
+        for word in (SECRET, RAW_SECRET, NOTE):
+            assert word not in after, word
+        assert memory.get(secret.id, user_id="ada") is None
+        assert "Ada likes tea." in after  # the rest reads as before
+        assert [hit.memory.id for hit in memory.search("tea", user_id="ada")] == [kept.id]
+
+
+def test_what_is_given_again_without_expiry_is_kept_apart_from_what_expires(db_path, clock):
+    """A raw turn given again is one memory; given again to be kept longer it is another, so
+    that the expiring one takes no input that is to stay with it."""
+    with Memory(db_path, embedder=HashEmbedder(64)) as memory:
+        first = memory.add("The gate code is 4417.", user_id="ada", at=START, expires_in="2h").memories[0]
+        again = memory.add("The gate code is 4417.", user_id="ada", at=START, expires_in="2h").memories[0]
+        kept = memory.add("The gate code is 4417.", user_id="ada", at=START).memories[0]
+        assert again.id == first.id and kept.id != first.id
+        clock.advance(hours=3)
+        assert [m.id for m in memory.get_all(user_id="ada")] == [kept.id]
+        assert memory.add("The gate code is 4417.", user_id="ada", at=START).memories[0].id == kept.id
+
+
+def test_expiry_is_checked_before_anything_is_stored(memory, clock):
+    for bad, why in (
+        (dict(expires_at=START - timedelta(seconds=1)), "not in the future"),
+        (dict(expires_at=START), "not in the future"),
+        (dict(expires_in="-1h"), "interval"),
+        (dict(expires_in=0), "positive"),
+        (dict(expires_in="soon"), "interval"),
+        (dict(expires_at="2026-04-01", expires_in="1h"), "not both"),
+        (dict(expires_in=1e15), "9999"),
+    ):
+        with pytest.raises(InvalidInputError, match=why):
+            memory.add("nothing is stored", user_id="ada", **bad)
+    assert memory.get_all(user_id="ada") == []
+    when = memory.add("kept a day", user_id="ada", expires_in=timedelta(days=1)).memories[0].expires_at
+    assert when == START + timedelta(days=1)
+    assert memory.log("a step", user_id="ada", expires_at="2026-03-03")[0].expires_at == datetime(
+        2026, 3, 3, tzinfo=timezone.utc
+    )
+
+
+def test_a_revision_keeps_the_expiry_of_what_it_revises(db_path, clock):
+    with Memory(db_path, embedder=HashEmbedder(64)) as memory:
+        first = memory.add("Room 12 is booked.", user_id="ada", expires_in="1h").memories[0]
+        revised = memory.update(first.id, "Room 14 is booked.", user_id="ada")
+        assert revised.version == 2 and revised.expires_at == first.expires_at
+        clock.advance(hours=1)
+        assert memory.get(first.id, user_id="ada") is None
+        assert memory.search("Room booked", user_id="ada") == []
+
+
+def _audit_text(memory):
+    return json.dumps([entry.model_dump(mode="json") for entry in memory.audit(limit=1000)])
+
+
+def test_maintenance_erases_what_expired_to_the_byte_and_leaves_a_receipt_without_content(db_path, clock):
+    with Memory(db_path, embedder=HashEmbedder(64), lm=scripted_lm(_facts)) as memory:
+        secret = memory.add(f"Ada's locker code is {SECRET}.", user_id="ada", expires_in="1h").memories[0]
+        memory.add(f"Ada said {RAW_SECRET} on the phone.", user_id="ada", infer=False, expires_in="1h")
+        kept = memory.add("Ada likes tea.", user_id="ada").memories[0]
+        memory.feedback(secret.id, "wrong", note=f"it said {NOTE}", user_id="ada")
+        vector = memory.embedder.embed([secret.content])[0].tobytes()
+        words = (SECRET, RAW_SECRET, NOTE)
+        assert unseen(db_path, words, [vector]) == [], "the scan must see it first"
+        assert memory.maintain(all_scopes=True).erased == {}, "nothing is due yet"
+        assert unseen(db_path, words, [vector]) == []
+
+        clock.advance(hours=1)
+        report = memory.maintain(all_scopes=True)
+        assert report.erased["memories"] == 2 and report.erased["episodes"] == 2
+        assert report.erased["vectors"] == 2 and report.erased["feedback"] == 1
+        assert leaks(db_path, words, [vector]) == []
+        assert [m.id for m in memory.get_all(user_id="ada")] == [kept.id]
+        receipts = [e for e in memory.audit(limit=1000) if e.operation == "retention"]
+        assert len(receipts) == 1 and receipts[0].counts["memories"] == 2
+        for word in words:
+            assert word not in _audit_text(memory)
+        # Erased: the history says so, without the text.
+        assert [e.event for e in memory.history(secret.id, user_id="ada")] == ["ADD", "DELETE"]
+        assert memory.maintain(all_scopes=True).erased == {}, "a second run finds nothing"
+        assert len([e for e in memory.audit(limit=1000) if e.operation == "retention"]) == 1
+
+
+def test_a_policy_erases_only_its_scope_and_kinds(db_path, clock):
+    with Memory(db_path, embedder=HashEmbedder(64), lm=scripted_lm(_facts)) as memory:
+        policy = memory.retention(user_id="ada", erase_after="30d", kinds=["turn"])
+        assert policy.erase_after == timedelta(days=30) and policy.kinds == ("turn",)
+        assert memory.retention(user_id="bob").erase_after is None  # the config's: keep
+        ada_turn = memory.add("Ada: call me after six.", user_id="ada", infer=False).memories[0]
+        ada_fact = memory.add("Ada likes tea.", user_id="ada").memories[0]
+        bob_turn = memory.add("Bob: call me after six.", user_id="bob", infer=False).memories[0]
+        pinned = memory.add("Ada: my badge is 7.", user_id="ada", infer=False).memories[0]
+        memory.pin(pinned.id, user_id="ada")
+        clock.advance(days=29)
+        young = memory.add("Ada: lunch at noon.", user_id="ada", infer=False).memories[0]
+        assert memory.maintain(all_scopes=True).erased == {}
+        clock.advance(days=1)
+        report = memory.maintain(user_id="ada")
+        assert report.erased["memories"] == 1 and report.erased["episodes"] == 2  # the turn's and the fact's
+        left = {m.id for m in memory.get_all(user_id="ada")}
+        assert left == {ada_fact.id, pinned.id, young.id}
+        assert memory.get(ada_fact.id, user_id="ada").content == "Ada likes tea."
+        assert [m.id for m in memory.get_all(user_id="bob")] == [bob_turn.id]
+        assert memory.get(ada_turn.id, user_id="ada") is None
+        # A policy naming pinned memories takes them too; reset forgets the stored one.
+        memory.retention(user_id="ada", pinned=True)
+        assert memory.retention(user_id="ada").kinds == ("turn",)
+        assert memory.maintain(user_id="ada").erased["memories"] == 1
+        assert memory.retention(user_id="ada", reset=True).erase_after is None
+
+
+def test_policies_are_checked(memory):
+    for bad, why in (
+        (dict(erase_after="-3d"), "interval"),
+        (dict(erase_after=0), "positive"),
+        (dict(kinds=["secrets"]), "kinds"),
+        (dict(erase_later="3d"), "unknown retention setting"),
+        (dict(pinned="yes please"), "pinned"),
+    ):
+        with pytest.raises(InvalidInputError, match=why):
+            memory.retention(user_id="ada", **bad)
+    assert memory.retention(user_id="ada").erase_after is None
+    with pytest.raises(InvalidInputError):
+        memory.retention(erase_after="1d")  # a scope is needed: no user, agent or run
+
+
+def test_a_week_of_sessions_with_a_day_long_run_policy_keeps_today_and_every_fact(db_path, clock):
+    """Seven days, two users, one session (run) a day each, with a 24-hour policy for runs:
+    after each night's maintenance only the sessions of the last day are left, and every fact
+    stored for a user (outside runs) is intact."""
+    with Memory(db_path, embedder=HashEmbedder(64)) as memory:
+        for user in ("ada", "bob"):
+            memory.retention(user_id=user, erase_runs_after="24h")
+        facts = {}
+        for day in range(7):
+            for user in ("ada", "bob"):
+                run = f"day-{day}"
+                for hour in range(3):
+                    memory.add(f"{user} session {day} message {hour}", user_id=user, run_id=run, infer=False)
+                    clock.advance(minutes=20)
+                facts[(user, day)] = memory.add(f"{user} fact number {day}", user_id=user).memories[0].id
+                memory.blocks.set("notes", f"{user} notes of day {day}", user_id=user, run_id=run)
+            clock.advance(hours=20)  # the night: maintenance runs
+            memory.maintain(all_scopes=True)
+            for user in ("ada", "bob"):
+                runs = {m.run_id for m in memory.get_all(user_id=user, limit=1000) if m.run_id}
+                assert runs == {f"day-{day}"}, (day, runs)
+                kept = {m.id for m in memory.get_all(user_id=user, limit=1000) if m.run_id is None}
+                assert kept == {facts[(user, d)] for d in range(day + 1)}
+        clock.advance(hours=4)  # a day after the last session's last message
+        report = memory.maintain(all_scopes=True)
+        assert report.erased["memories"] == 6 and report.erased["episodes"] == 6
+        for user in ("ada", "bob"):
+            assert all(m.run_id is None for m in memory.get_all(user_id=user, limit=1000))
+            assert memory.blocks.get("notes", user_id=user, run_id="day-6") is not None  # blocks kept
