@@ -5,7 +5,6 @@ of `delete`, leaving one receipt with counts only."""
 from __future__ import annotations
 
 import json
-
 from datetime import datetime, timedelta, timezone
 
 import pytest
