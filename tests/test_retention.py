@@ -285,3 +285,74 @@ def test_a_week_of_sessions_with_a_day_long_run_policy_keeps_today_and_every_fac
         for user in ("ada", "bob"):
             assert all(m.run_id is None for m in memory.get_all(user_id=user, limit=1000))
             assert memory.blocks.get("notes", user_id=user, run_id="day-6") is not None  # blocks kept
+
+
+def _merge_all(call):
+    if call.output_fields == ["ops"]:
+        return {"ops": [{"action": "ADD", "content": turn["text"]} for turn in call.inputs["turns"]]}
+    if call.output_fields == ["decisions"]:
+        aliases = [memory["alias"] for memory in call.inputs["memories"]]
+        action = "MERGE" if len(aliases) == 2 else "SUMMARIZE"
+        return {
+            "decisions": [
+                {"action": action, "aliases": aliases, "content": "Ada's sister Ana lives in Lisbon."}
+            ]
+        }
+    raise AssertionError(call.signature)
+
+
+def test_a_merge_expires_when_the_first_of_its_parts_does(tmp_path, clock):
+    """A merged memory says what its parts said: it is not read past the expiry of any of them."""
+    lm = scripted_lm(_merge_all)
+    settings = {"lifecycle": {"merge_similarity": 0.5}}
+    with Memory(tmp_path / "m.db", embedder=HashEmbedder(64), lm=lm, **settings) as memory:
+        memory.add("Ada's sister Ana lives in Lisbon.", user_id="ada")
+        memory.add("Ada's sister Ana lives in Lisbon now.", user_id="ada", expires_in="2d")
+        clock.advance(days=1)
+        report = memory.maintain(user_id="ada", consolidate=True)
+        assert report.merges == 1
+        (merged,) = memory.get_all(user_id="ada")
+        assert (
+            merged.content == "Ada's sister Ana lives in Lisbon."
+            and merged.expires_at == START + timedelta(days=2)
+        )
+        clock.advance(days=1)
+        assert memory.get_all(user_id="ada") == []
+        assert memory.maintain(user_id="ada").erased["memories"] == 3  # the merge and both parts
+
+
+def test_a_summary_expires_when_the_first_of_what_it_condenses_does(tmp_path, clock):
+    """A summary quotes no episode, only the memories it condenses (memory_links)."""
+    with Memory(tmp_path / "m.db", embedder=HashEmbedder(64), lm=scripted_lm(_merge_all)) as memory:
+        memory.add(["Ada flew to Tokyo.", "Ada saw Kyoto.", "Ada flew home."], user_id="ada")
+        memory.add("Ada bought tea in Uji.", user_id="ada", expires_in="300d")
+        memory.lifecycle_settings(user_id="ada", strategy="summarize")
+        clock.advance(days=200)
+        assert memory.maintain(user_id="ada").summaries == 1
+        (summary,) = memory.get_all(user_id="ada")
+        assert summary.kind == "note" and summary.expires_at == START + timedelta(days=300)
+        clock.advance(days=100)
+        assert memory.get_all(user_id="ada") == []  # the summary went with the part that expired
+        left = sorted(m.content for m in memory.get_all(user_id="ada", include_archived=True))
+        assert left == ["Ada flew home.", "Ada flew to Tokyo.", "Ada saw Kyoto."]  # archived, kept
+
+
+def test_a_version_made_from_input_that_expires_takes_its_memory_with_it(db_path, clock):
+    """An LM update made from a message that expires: the memory (every version) is not read
+    past that expiry, and maintenance erases it, as `delete` would."""
+
+    def update_home(call):
+        turn = call.inputs["turns"][0]["text"]
+        existing = call.inputs["existing_memories"]
+        if existing:
+            return {"ops": [{"action": "UPDATE", "target": existing[0]["alias"], "content": turn}]}
+        return {"ops": [{"action": "ADD", "content": turn}]}
+
+    with Memory(db_path, embedder=HashEmbedder(64), lm=scripted_lm(update_home)) as memory:
+        home = memory.add("Ada lives in Porto.", user_id="ada").memories[0]
+        moved = memory.add("Ada lives in Porto, in a flat near the river.", user_id="ada", expires_in="1h")
+        assert moved.memories[0].id == home.id and moved.memories[0].version == 2
+        clock.advance(hours=1)
+        assert memory.get(home.id, user_id="ada") is None
+        assert memory.search("Porto", user_id="ada") == []
+        assert memory.maintain(user_id="ada").erased["memories"] == 2

@@ -24,6 +24,7 @@ from dspy_memory.store.queries import (
     record_from_row,
     scope_predicate,
 )
+from dspy_memory.store.retention import earliest
 from dspy_memory.store.writes import MemoryWrites, NewMemory
 from dspy_memory.types import MemoryRecord, Scope
 from dspy_memory.util.timeutil import now_db
@@ -323,6 +324,8 @@ class LifecycleRows(MemoryWrites):
             # the memories it condenses (memory_links) and quotes no episode: erasing it must not
             # take the episodes of memories that stay.
             new.episode_ids = self._source_episodes(conn, ids) if merged else []
+            # It quotes its sources: it expires when the first of them does (retention).
+            new.expires_at = earliest(new.expires_at, *(row["expires_at"] for row in rows))
             self.insert_memories(
                 [new],
                 actor=actor,

@@ -18,11 +18,16 @@ ScopeKey = tuple[str | None, str | None, str | None]
 _EXACT = "user_id IS ? AND agent_id IS ? AND run_id IS ?"
 
 
+def earliest(*times: str | None) -> str | None:
+    """The earliest of some db times, None (never) counting as later than any."""
+    return min(times, key=lambda when: when or "~", default=None)
+
+
 def expiries(conn: Any, items: Sequence[Any]) -> list[str | None]:
     """When each new memory row (store/writes.py, NewMemory) expires: the earliest of its own
-    `expires_at`, that of the episodes it came from and that of its memory's earlier versions.
-    What was made from input that expires goes with it, and a new version never outlives the
-    text it revises. Inside the caller's transaction."""
+    `expires_at`, that of the episodes it came from and that of its memory's earlier versions
+    (which take it too). What was made from input that expires goes with it, and a new version
+    never outlives the text it revises. Inside the caller's transaction."""
     episode_ids = json.dumps(sorted({episode for item in items for episode in item.episode_ids}))
     episodes = {
         row["id"]: row["expires_at"]
@@ -41,13 +46,19 @@ def expiries(conn: Any, items: Sequence[Any]) -> list[str | None]:
             (revised,),
         )
     }
-    return [
-        min(
-            [item.expires_at, earlier.get(item.id), *(episodes.get(e) for e in item.episode_ids)],
-            key=lambda when: when or "~",  # None: never, after every time
-        )
+    found = [
+        earliest(item.expires_at, earlier.get(item.id), *(episodes.get(e) for e in item.episode_ids))
         for item in items
     ]
+    # A memory's versions are erased together (store/erase.py), so they expire together: the
+    # earlier ones of a version that expires sooner are not read past its expiry either.
+    sooner = [(when, item.id, when) for item, when in zip(items, found) if item.version > 1 and when]
+    if sooner:
+        conn.executemany(
+            "UPDATE memories SET expires_at = ? WHERE id = ? AND (expires_at IS NULL OR expires_at > ?)",
+            sooner,
+        )
+    return found
 
 
 class RetentionRows:
