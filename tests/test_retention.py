@@ -356,3 +356,19 @@ def test_a_version_made_from_input_that_expires_takes_its_memory_with_it(db_path
         assert memory.get(home.id, user_id="ada") is None
         assert memory.search("Porto", user_id="ada") == []
         assert memory.maintain(user_id="ada").erased["memories"] == 2
+
+
+def test_an_expired_memory_cannot_be_pinned_restored_revised_or_judged_but_can_be_deleted(db_path, clock):
+    with Memory(db_path, embedder=HashEmbedder(64)) as memory:
+        gone = memory.add(f"The vault word is {SECRET}.", user_id="ada", expires_in="1h").memories[0]
+        clock.advance(hours=1)
+        for act in (
+            lambda: memory.pin(gone.id, user_id="ada"),
+            lambda: memory.restore(gone.id, user_id="ada"),
+            lambda: memory.update(gone.id, "The vault word changed.", user_id="ada"),
+            lambda: memory.feedback(gone.id, "useful", user_id="ada"),
+        ):
+            with pytest.raises(MemoryNotFoundError):
+                act()
+        assert memory.delete(gone.id, user_id="ada").counts["memories"] == 1
+        assert memory.maintain(user_id="ada").erased == {}

@@ -23,13 +23,12 @@ from dspy_memory.store.queries import (
     not_found,
     record_from_row,
     scope_predicate,
+    unexpired,
 )
-from dspy_memory.store.retention import earliest
+from dspy_memory.store.retention import ScopeKey, earliest
 from dspy_memory.store.writes import MemoryWrites, NewMemory
 from dspy_memory.types import MemoryRecord, Scope
 from dspy_memory.util.timeutil import now_db
-
-ScopeKey = tuple[str | None, str | None, str | None]
 
 
 @dataclass(frozen=True)
@@ -222,7 +221,9 @@ class LifecycleRows(MemoryWrites):
 
     def current_row_id(self, memory_id: str, *, scope: Scope | None) -> int | None:
         """The row of a memory's current version (for counting a recall of it), or None."""
-        predicate = scope_predicate(Predicate().add("m.id = ? AND m.expired_at IS NULL", memory_id), scope)
+        predicate = unexpired(
+            scope_predicate(Predicate().add("m.id = ? AND m.expired_at IS NULL", memory_id), scope)
+        )
         with self._conns.read() as conn:
             row = conn.execute(
                 f"SELECT m.row_id FROM memories m WHERE {predicate.sql} ORDER BY m.version DESC LIMIT 1",
@@ -232,7 +233,10 @@ class LifecycleRows(MemoryWrites):
 
     @staticmethod
     def _current(conn: Any, memory_id: str, scope: Scope | None) -> Any:
-        predicate = scope_predicate(Predicate().add("m.id = ? AND m.expired_at IS NULL", memory_id), scope)
+        """The current row of a memory (to pin, restore or read), unless it expired."""
+        predicate = unexpired(
+            scope_predicate(Predicate().add("m.id = ? AND m.expired_at IS NULL", memory_id), scope)
+        )
         row = conn.execute(
             f"SELECT {MEMORY_COLUMNS} FROM {MEMORY_FROM} WHERE {predicate.sql} ORDER BY m.version DESC LIMIT 1",
             predicate.params,
