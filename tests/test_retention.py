@@ -279,12 +279,19 @@ def test_a_week_of_sessions_with_a_day_long_run_policy_keeps_today_and_every_fac
                 assert runs == {f"day-{day}"}, (day, runs)
                 kept = {m.id for m in memory.get_all(user_id=user, limit=1000) if m.run_id is None}
                 assert kept == {facts[(user, d)] for d in range(day + 1)}
+            assert memory.check().ok
         clock.advance(hours=4)  # a day after the last session's last message
         report = memory.maintain(all_scopes=True)
         assert report.erased["memories"] == 6 and report.erased["episodes"] == 6
+        assert memory.check().ok
         for user in ("ada", "bob"):
             assert all(m.run_id is None for m in memory.get_all(user_id=user, limit=1000))
             assert memory.blocks.get("notes", user_id=user, run_id="day-6") is not None  # blocks kept
+        # A policy that names blocks takes them too (each run's, with their versions).
+        memory.retention(user_id="ada", blocks=True)
+        assert memory.maintain(all_scopes=True).erased["blocks"] == 7
+        assert memory.blocks.get("notes", user_id="ada", run_id="day-6") is None
+        assert memory.blocks.get("notes", user_id="bob", run_id="day-6") is not None
 
 
 def _merge_all(call):
