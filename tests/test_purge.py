@@ -44,6 +44,9 @@ def fill(memory):
     memory.feedback(ada[0].id, "wrong", note=f"it said {FEEDBACK_WORDS[0]}", user_id=SECRET_USER)
     memory.feedback(ada[2].id, "useful", note=f"{FEEDBACK_WORDS[1]} helps", user_id=SECRET_USER)
     memory.search(SECRET_WORDS[2], user_id=SECRET_USER)
+    # Settings kept for the user name it: they go with the scope.
+    memory.lifecycle_settings(user_id=SECRET_USER, min_age_days=9)
+    memory.retention(user_id=SECRET_USER, run_id="session-1", erase_after="90d")
     memory.add("Bob keeps his own notes about gardening.", user_id="bob")
     vectors = [embedder.embed([record.content])[0].tobytes() for record in ada]
     return ada, vectors

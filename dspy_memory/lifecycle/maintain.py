@@ -27,7 +27,8 @@ from dspy_memory.ops import FACT_KINDS
 from dspy_memory.reports import MaintenanceReport
 from dspy_memory.retention_settings import RetentionSettings
 from dspy_memory.store import Store
-from dspy_memory.store.lifecycle import DecayRow, ScopeKey
+from dspy_memory.store.lifecycle import DecayRow
+from dspy_memory.store.retention import ScopeKey
 from dspy_memory.types import LMUsage, MemoryRecord, Scope
 from dspy_memory.util.lm import lm_name, run_program, short_error
 from dspy_memory.util.timeutil import from_db, now_db, utcnow

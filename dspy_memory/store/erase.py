@@ -125,9 +125,9 @@ class Eraser:
 
     def scope(self, scope: Scope) -> DeleteResult:
         """Delete everything stored for a scope: memories, vectors, keyword entries, sources,
-        episodes, events, entities, blocks, write-run logs (with what each run saw and did) and
-        feedback; events and feedback of other scopes that quote its memories are scrubbed. The
-        audit log keeps a receipt that names the scope only by salted hashes (audit_log.py)."""
+        episodes, events, entities, blocks, write-run logs (with what each run saw and did),
+        feedback, settings; events and feedback of other scopes quoting its memories are
+        scrubbed. The audit log keeps a receipt naming the scope by salted hashes only."""
         counts: dict[str, int] = {}
         with self._purging() as conn:
             memories = scope_predicate(Predicate(), scope)
@@ -156,16 +156,16 @@ class Eraser:
                 ).rowcount
             counts.update(self._erase(conn, memory_ids, episode_ids, actor=None))
             predicate = scope_predicate(Predicate(), scope, alias="t")
-            for table in ("entities", "feedback"):  # _erase took those of its memories already
-                counts[table] += conn.execute(
+            # _erase took the entities and feedback of its memories already; settings name the scope.
+            for table in ("entities", "feedback", "lifecycle_settings", "retention_settings"):
+                counts[table] = counts.get(table, 0) + conn.execute(
                     f"DELETE FROM {table} AS t WHERE {predicate.sql}", predicate.params
                 ).rowcount
             self._audit.record("erase_scope", scope=scope, counts=counts)
         return DeleteResult(counts=counts)
 
     def due(self, memory_ids: set[str], episode_ids: set[str], *, actor: str) -> dict[str, int]:
-        """Erase memories and episodes retention found due (store/retention.py) as `memory` and
-        `episodes` do, DELETE events by `actor`; the caller's transaction records the receipt."""
+        """Erase what retention found due as `memory` does; the caller records the receipt."""
         with self._purging() as conn:
             return self._erase(conn, memory_ids, episode_ids, actor=actor)
 
