@@ -574,6 +574,15 @@ class Memory:
             return self._maintainer.retention_rules.save(where, settings, reset=reset)
         return self._maintainer.retention_rules.settings_for((where.user_id, where.agent_id, where.run_id))
 
+    def retention_policies(self) -> list[tuple[ScopeArgs, RetentionSettings]]:
+        """Every retention policy stored in the file, each with the scope it was stored for
+        (`retention(...)` reads the one that applies to a scope). The config's default is not
+        among them: it is `config.retention`."""
+        return [
+            ({"user_id": user, "agent_id": agent, "run_id": run}, policy)
+            for (user, agent, run), policy in self._maintainer.retention_rules.policies()
+        ]
+
     def maintenance_reports(self) -> list[MaintenanceReport]:
         """The reports of the scheduled maintenance runs so far (`maintenance_every`), oldest
         first (the last 100)."""
@@ -783,6 +792,7 @@ class Memory:
     apin = awaitable(pin)
     alifecycle_settings = awaitable(lifecycle_settings)
     aretention = awaitable(retention)
+    aretention_policies = awaitable(retention_policies)
     abackup = awaitable(backup)
     aaudit = awaitable(audit)
     averify_audit = awaitable(verify_audit)

@@ -19,6 +19,7 @@ EXIT_LM_FAILED = 3
 EXIT_INTERRUPTED = 128 + signal.SIGINT
 EXIT_PIPE_CLOSED = 128 + 13  # SIGPIPE, as shells report it
 
+_DASHED = ("expires_in", "expires_at", "erase_runs_after", "erase_after")
 # The API's errors name Python arguments; on the command line the same thing is a flag.
 _FLAGS = (
     (re.compile(r"\ball_scopes=True\b"), "--all-scopes"),
@@ -31,6 +32,9 @@ _FLAGS = (
     (re.compile(r"\bembedder= out\b"), "--embedder out"),
     (re.compile(r"\bas_of="), "--as-of "),
     (re.compile(r"\bknown_at="), "--known-at "),
+    # add's expiry and retention's settings: the flag is the argument's name with dashes.
+    *((re.compile(rf"\b{name}=(?=[\s,.)/]|$)"), f"--{name.replace('_', '-')}") for name in _DASHED),
+    *((re.compile(rf"\b{name}="), f"--{name.replace('_', '-')} ") for name in _DASHED),
 )
 
 

@@ -96,7 +96,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_add(args: argparse.Namespace) -> int:
     lm = None if args.raw else make_cli_lm(args)
     with open_memory(args, lm=lm) as memory:
-        result = memory.add(args.text, **scope_of(args), at=args.at, infer=False if args.raw else None)
+        infer = False if args.raw else None
+        expiry = {"expires_in": args.expires_in, "expires_at": args.expires_at}
+        result = memory.add(args.text, **scope_of(args), at=args.at, infer=infer, **expiry)
     if args.json:
         print_json(result.model_dump(mode="json"))
     else:
@@ -107,6 +109,9 @@ def cmd_add(args: argparse.Namespace) -> int:
                 print(f"{record.id}  {record.content}")
         for rejected in result.rejected:
             print(f"refused    #{rejected.index} {rejected.action}: {rejected.reason}", file=sys.stderr)
+        expires_at = result.episodes[0].expires_at if result.episodes else None
+        if expires_at is not None:
+            print(f"expires at {expires_at:%Y-%m-%d %H:%M:%S %Z}: never read after, erased by maintain")
     return lm_failed(args, result.error) if result.error else 0
 
 
@@ -219,6 +224,8 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         f"restored {report.restored}, merged {report.merged} into {report.merges}, "
         f"summarized {report.summarized} into {report.summaries}"
     )
+    if any(report.erased.values()):
+        print(f"retention {'would erase' if report.dry_run else 'erased'}: {counted(report.erased)}")
     for rejection in report.refused:
         print(f"  refused {rejection.action or '?'}: {rejection.reason}", file=sys.stderr)
     for error in report.errors:

@@ -70,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--at", default=None, help="when it happened (ISO-8601; default now)")
     p.add_argument("--lm", default=None, help=LM_HELP)
     p.add_argument("--raw", action="store_true", help="store the text as a raw turn, without an LM")
+    p.add_argument(
+        "--expires-in", default=None, help="erase it this long from now, e.g. 24h, 30d (or seconds)"
+    )
+    p.add_argument("--expires-at", default=None, help="erase it at this time (ISO-8601)")
 
     p = command("search", "search memories of a scope", c.cmd_search)
     p.add_argument("query", help="what to look for, in words")
@@ -211,11 +215,13 @@ def build_parser() -> argparse.ArgumentParser:
     from dspy_memory.cli.feedback import add_feedback_command
     from dspy_memory.cli.files import add_file_commands
     from dspy_memory.cli.migrate import add_migrate_command
+    from dspy_memory.cli.retention import add_retention_command
     from dspy_memory.doctor import add_doctor_command
 
     add_exchange_commands(command)
     add_audit_command(command)
     add_feedback_command(command)
+    add_retention_command(command)
     add_file_commands(sub)
     add_migrate_command(sub)
     add_doctor_command(sub)

@@ -105,6 +105,7 @@ NOT_SCOPED = {
     "stats": "file-wide: counts over every scope",
     "close": "closes the Memory every handle shares",
     "maintenance_reports": "file-wide: the scheduled maintenance runs over every scope",
+    "retention_policies": "file-wide: the policies stored for every scope",
     "backup": "the whole file",
     "restore_backup": "replaces the whole file",
     "verify_audit": "the audit chain of the whole file",
