@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -15,9 +16,12 @@ from dspy_memory import Memory
 from dspy_memory.cli import main
 from dspy_memory.embed import HashEmbedder
 from dspy_memory.errors import DSPyMemoryError
-from dspy_memory.governance.exchange_format import ExportFileError
+from dspy_memory.governance.exchange_format import FORMAT_VERSION, ExportFileError
 from dspy_memory.store.exchange import ImportConflictError
+from dspy_memory.testing import scripted_lm
+from dspy_memory.util.timeutil import set_clock
 
+from .leakscan import leaks, markers
 from .pg import fresh_schema
 from .test_migrate import build_source
 
@@ -67,7 +71,7 @@ def answers(path, known_at) -> dict:
         return (
             record.id, record.version, record.content, record.kind, record.subject, record.predicate,
             record.object, record.valid_at, record.invalid_at, record.created_at, record.expired_at,
-            record.status, record.archived_at, record.pinned, record.superseded_by,
+            record.status, record.archived_at, record.pinned, record.superseded_by, record.expires_at,
         )  # fmt: skip
 
     found = {}
@@ -120,7 +124,9 @@ def test_round_trip_keeps_records_and_answers_on_both_time_axes(db_path, other_s
     first, second = tmp_path / "a.jsonl.gz", tmp_path / "b.jsonl.gz"
     with opened(db_path) as memory:
         exported = memory.export(first, all_scopes=True, include_embeddings=True)
-    assert exported.counts["memory"] == exported.counts["vector"] > 10
+    assert exported.counts["memory"] == exported.counts["vector"] > 10 and exported.expired == {}
+    expiring = [json.loads(line) for line in records(first) if '"expires_at":"' in line]
+    assert {record["record"] for record in expiring} == {"episode", "memory"}  # bob's gym locker
     assert all(
         exported.counts[kind] > 0
         for kind in (
@@ -131,6 +137,7 @@ def test_round_trip_keeps_records_and_answers_on_both_time_axes(db_path, other_s
             "block_version",
             "turn_context",
             "lifecycle_settings",
+            "retention_settings",
             "write_run",
             "write_run_candidate",
             "write_run_op",
@@ -282,7 +289,7 @@ DAMAGE = {
     "binary": (lambda path, out: out.write_bytes(b"\x00\xff" * 50), "not a dspy-memory export"),
     "future format": (
         lambda path, out: out.write_text(
-            path.read_text().replace('"format_version":2', '"format_version":99', 1)
+            path.read_text().replace(f'"format_version":{FORMAT_VERSION}', '"format_version":99', 1)
         ),
         "format version 99",
     ),
@@ -352,28 +359,164 @@ def test_damaged_or_forged_files_are_refused_before_anything_is_written(
     assert set(table_counts(copy).values()) == {0}
 
 
+def as_version(version, source, target) -> None:
+    """`source` (an export) as a file of an older format `version` would hold it: without the
+    records and fields that version did not know, and with its number in the header."""
+    newer = {
+        "record": {"retention_settings"} | ({"write_run_candidate", "write_run_op", "feedback"} if version < 2 else set()),
+        "field": {"expires_at"} | ({"uid"} if version < 2 else set()),
+    }  # fmt: skip
+
+    def older(body):
+        body[:] = [record for record in body if record["record"] not in newer["record"]]
+        for record in body:
+            for field in newer["field"]:
+                record.pop(field, None)
+
+    rewritten(source, target, older)
+    text = target.read_text()
+    assert f'"format_version": {FORMAT_VERSION}' in text
+    target.write_text(text.replace(f'"format_version": {FORMAT_VERSION}', f'"format_version": {version}', 1))
+
+
 def test_a_version_1_file_is_read_and_its_runs_are_matched_by_the_whole_row(db_path, other_store, tmp_path):
     """Files written before write runs had a uid (and before feedback) import, and again."""
     built(db_path)
     with opened(db_path) as memory:
-        memory.export(tmp_path / "v2.jsonl", user_id="ada")
-    newer = ("write_run_candidate", "write_run_op", "feedback")
-
-    def as_version_1(body):
-        body[:] = [record for record in body if record["record"] not in newer]
-        for record in body:
-            record.pop("uid", None)
-
-    rewritten(tmp_path / "v2.jsonl", tmp_path / "v1.jsonl", as_version_1)
-    text = (tmp_path / "v1.jsonl").read_text().replace('"format_version": 2', '"format_version": 1', 1)
-    assert '"format_version": 1' in text
-    (tmp_path / "v1.jsonl").write_text(text)
+        memory.export(tmp_path / "new.jsonl", user_id="ada")
+    as_version(1, tmp_path / "new.jsonl", tmp_path / "v1.jsonl")
     copy = other_store()
     with opened(copy) as memory:
         first = memory.import_(tmp_path / "v1.jsonl")
         second = memory.import_(tmp_path / "v1.jsonl")
     assert first.new["write_run"] > 0 and first.new["memory"] > 0 and not first.new.get("feedback")
     assert not second.changed and second.present["write_run"] == first.new["write_run"]
+
+
+def test_a_version_2_file_is_read_and_nothing_of_it_expires(db_path, other_store, tmp_path):
+    """Files written before expiry and retention policies (no `expires_at`, no
+    retention_settings records) import; what they hold never expires."""
+    built(db_path)
+    with opened(db_path) as memory:
+        memory.export(tmp_path / "new.jsonl", all_scopes=True)
+    as_version(2, tmp_path / "new.jsonl", tmp_path / "v2.jsonl")
+    assert "expires_at" not in (tmp_path / "v2.jsonl").read_text()
+    copy = other_store()
+    with opened(copy) as memory:
+        report = memory.import_(tmp_path / "v2.jsonl")
+        assert report.new["memory"] > 10 and report.new["feedback"] > 0 and not report.expired
+        assert report.new["retention_settings"] == 0
+        assert all(r.expires_at is None for r in memory.get_all(user_id="bob"))
+        assert memory.retention(user_id="ada").erase_after is None  # the config's
+        assert not memory.import_(tmp_path / "v2.jsonl").changed
+
+
+START = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+# Words no other text holds: the expiring fact's object, the expiring raw turn's, a note on the fact.
+SECRET, RAW_SECRET, NOTE = markers(3, seed=33)
+
+
+@pytest.fixture
+def clock():
+    """The library's clock at START, moved by the test (now[0] = ...)."""
+    now = [START]
+    set_clock(lambda: now[0])
+    yield now
+    set_clock(None)
+
+
+def _facts(call):
+    """The write program: each turn becomes one fact about Ada whose object is its last word."""
+    assert call.output_fields == ["ops"], call.signature
+    ops = [
+        {"action": "ADD", "content": turn["text"], "subject": "Ada", "predicate": "said",
+         "object": turn["text"].split()[-1].strip(".")}
+        for turn in call.inputs["turns"]
+    ]  # fmt: skip
+    return {"ops": ops}
+
+
+def expiring_store(path) -> dict:
+    """At START: a fact and a raw turn of ada that expire in an hour (with an entity, feedback, a
+    raw turn whose keyword context quotes the expiring one), and a fact and a raw turn that stay."""
+    with Memory(path, embedder=HashEmbedder(64), lm=scripted_lm(_facts), track_access=False) as memory:
+        secret = memory.add(f"Ada's locker code is {SECRET}.", user_id="ada", expires_in="1h").memories[0]
+        raw = memory.add(f"Ada said {RAW_SECRET} on the phone.", user_id="ada", infer=False, expires_in="1h")
+        tea = memory.add("Ada likes tea.", user_id="ada").memories[0]
+        later = memory.add("Ada will call back tomorrow.", user_id="ada", infer=False).memories[0]
+        memory.feedback(secret.id, "wrong", note=f"it said {NOTE}", user_id="ada")
+    return {"gone": [secret.id, raw.memories[0].id], "kept": sorted([tea.id, later.id])}
+
+
+def test_an_export_taken_before_expiry_brings_nothing_back_after(db_path, other_store, tmp_path, clock):
+    ids = expiring_store(db_path)
+    with opened(db_path) as memory:
+        memory.export(tmp_path / "before.jsonl.gz", user_id="ada", include_embeddings=True)
+    words = (SECRET, RAW_SECRET, NOTE)
+    before = "\n".join(records(tmp_path / "before.jsonl.gz"))
+    assert all(word in before for word in words), "the file holds it while it has not expired"
+    # Imported before it expires, all of it comes (and the leak scan sees it there).
+    control = other_store()
+    with opened(control) as memory:
+        assert memory.import_(tmp_path / "before.jsonl.gz").expired == {}
+    assert {hit.split(": ")[-1] for hit in leaks(control, words)} == set(words)
+
+    clock[0] = START + timedelta(hours=1)  # exactly at expires_at: gone
+    copy = other_store()
+    with opened(copy) as memory:
+        report = memory.import_(tmp_path / "before.jsonl.gz")
+        assert report.expired["memory"] == report.expired["episode"] == report.expired["vector"] == 2
+        assert report.expired["feedback"] == report.expired["entity"] == 1
+        assert report.expired["turn_context"] >= 1  # the staying turn's context quoted the expiring one
+        assert report.new["memory"] == 2 and report.reembedded == 0
+        assert sorted(r.id for r in memory.get_all(user_id="ada")) == ids["kept"]
+        for memory_id in ids["gone"]:
+            assert memory.get(memory_id, user_id="ada") is None
+        shown = repr([memory.search(query, user_id="ada") for query in (*words, "locker code", "phone")])
+        assert not any(word in shown for word in words)
+        assert "Ada likes tea." in repr(memory.search("tea", user_id="ada"))
+        assert memory.check().ok
+        again = memory.import_(tmp_path / "before.jsonl.gz")
+        assert not again.changed and again.expired == report.expired
+        [receipt, _] = memory.audit(operation="import", user_id="ada")
+        assert receipt.details["expired"] == sum(report.expired.values())
+    assert leaks(copy, words) == []
+
+
+def test_an_export_after_expiry_leaves_out_what_expired(db_path, tmp_path, clock):
+    ids = expiring_store(db_path)
+    clock[0] = START + timedelta(hours=2)  # expired, not erased: maintain() has not run
+    with opened(db_path) as memory:
+        report = memory.export(tmp_path / "after.jsonl.gz", user_id="ada", include_embeddings=True)
+        everything = memory.export(tmp_path / "all.jsonl", all_scopes=True, include_embeddings=True)
+    assert report.expired["memory"] == 2 and report.expired["feedback"] == 1 and report.expired["entity"] == 1
+    for path in (tmp_path / "after.jsonl.gz", tmp_path / "all.jsonl"):
+        text = "\n".join(records(path))
+        assert not any(word in text for word in (SECRET, RAW_SECRET, NOTE)) and "Ada likes tea." in text
+        # Not even the raw turn's id (the fact's stays in what its write run saw and did: ids only).
+        assert ids["gone"][1] not in text
+        memories = {json.loads(line)["id"] for line in records(path) if '"record":"memory"' in line}
+        assert sorted(memories) == ids["kept"]
+    assert everything.counts["vector"] == 2
+
+
+def test_a_held_row_with_another_expiry_is_a_conflict(db_path, other_store, tmp_path):
+    built(db_path)
+    with opened(db_path) as memory:
+        memory.export(tmp_path / "ada.jsonl", user_id="ada")
+    copy = other_store()
+    with opened(copy) as memory:
+        memory.import_(tmp_path / "ada.jsonl")
+    counts = table_counts(copy)
+    later = "2999-01-01T00:00:00.000000Z"
+    rewritten(
+        tmp_path / "ada.jsonl",
+        tmp_path / "later.jsonl",
+        lambda body: first_of("memory")(body).update(expires_at=later),
+    )
+    with opened(copy) as memory, pytest.raises(ImportConflictError, match="expires_at"):
+        memory.import_(tmp_path / "later.jsonl")
+    assert table_counts(copy) == counts
 
 
 def test_a_damaged_gzip_is_refused(db_path, other_store, tmp_path):

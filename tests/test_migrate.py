@@ -5,6 +5,7 @@ it again; a destination with other data is refused."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from dspy_memory.store import NewMemory, transfer
 from dspy_memory.store.transfer import TABLES, MigrationError, migrate_store
 from dspy_memory.types import Scope
 from dspy_memory.util.text import content_hash
-from dspy_memory.util.timeutil import now_db
+from dspy_memory.util.timeutil import now_db, set_clock
 
 from .pg import Raw, fresh_schema
 from .scripted import alias_of, fused_lm
@@ -42,8 +43,9 @@ def moves(turns, existing):
 def build_source(path: str) -> None:
     """A store with something in every table: LM facts with entities and write runs, raw turns in
     a conversation (turn contexts), an update, a delete, blocks, settings, keys, a pin, an
-    archived memory, a summary linked to what it condenses, and feedback (the update's
-    correction, a verdict) naming the runs that made what it judges."""
+    archived memory, a summary linked to what it condenses, feedback (the update's
+    correction, a verdict) naming the runs that made what it judges, a raw turn that expires
+    (in ten years) and a retention policy."""
     with Memory(path, embedder=HashEmbedder(64), lm=fused_lm(moves)) as memory:
         memory.add("Ada here: I live in Boston now.", user_id="ada", at="2024-01-10")
         denver = memory.add("Ada here: I live in Denver now.", user_id="ada", at="2024-03-08").ops[0]
@@ -51,6 +53,7 @@ def build_source(path: str) -> None:
         turns = memory.add(CHAT, user_id="bob", at="2024-04-01T10:00:00", infer=False).memories
         memory.update(turns[2].id, "Bob will bring the sandwiches and lemonade.", user_id="bob")
         memory.delete(turns[3].id, user_id="bob")
+        memory.add("Bob's gym locker is number 31.", user_id="bob", infer=False, expires_in="3650d")
         notes = [
             memory.add(
                 text, user_id="cy", agent_id="helper", metadata={"topic": "food", "n": 1.5}, infer=False
@@ -82,6 +85,7 @@ def build_source(path: str) -> None:
         memory.blocks.set("persona", "Ada likes maps.", user_id="ada")
         memory.blocks.set("persona", "Ada likes maps and trains.", user_id="ada")
         memory.lifecycle_settings(user_id="ada", min_age_days=90, strategy="archive")
+        memory.retention(user_id="ada", erase_after="3650d", kinds=["turn"])
         store.keys.create(Scope.of("ada"), name="ada's app")
         store.keys.create(None, admin=True, name="ops")
 
@@ -143,6 +147,13 @@ def test_sqlite_to_postgres_and_back_keeps_every_row_and_search(tmp_path, pg_url
     # PostgreSQL holds the same rows (JSON text and floats included) under the same ids.
     logical = {name: table for name, table in rows(first).items() if name in {t.name for t in TABLES}}
     assert rows(second) == logical
+    # Expiry and retention policies travel: as the API reads them, the same on every copy.
+    kept = []
+    for path in (first, second, third):
+        with Memory(path, embedder=HashEmbedder(64)) as memory:
+            [locker] = [r for r in memory.get_all(user_id="bob") if "gym locker" in r.content]
+            kept.append((memory.retention(user_id="ada"), locker.id, locker.expires_at))
+    assert kept[0] == kept[1] == kept[2] and kept[0][0].kinds == ("turn",) and kept[0][2] is not None
 
     queries = [
         ("where does Ada live", {"user_id": "ada"}),
@@ -310,3 +321,28 @@ def test_an_encrypted_file_migrates_to_postgresql_with_the_key_in_the_environmen
     assert (tmp_path / "secret.db").read_bytes()[:16] != b"SQLite format 3\x00"
     with Memory(url, embedder=HashEmbedder(64)) as moved:
         assert moved.search("where does Ada live", user_id="ada", k=1)[0].content == "Ada moved to Porto."
+
+
+def test_what_expired_is_copied_with_its_expiry_and_comes_back_nowhere(tmp_path, pg_url):
+    """A copy is of every row, expired ones not yet erased too: their `expires_at` travels, so
+    no read returns them on the destination either, and its maintain() erases them."""
+    start = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+    now = [start]
+    set_clock(lambda: now[0])
+    try:
+        source, destination = str(tmp_path / "source.db"), pg_url()
+        with Memory(source, embedder=HashEmbedder(64)) as memory:
+            gone = memory.add("Ada's door code is 7788.", user_id="ada", infer=False, expires_in="1h")
+            stays = memory.add("Ada likes tea.", user_id="ada", infer=False).memories[0]
+        now[0] = start + timedelta(hours=2)
+        assert migrate_store(source, destination).ok
+        with Memory(destination, embedder=HashEmbedder(64)) as memory:
+            assert [r.id for r in memory.get_all(user_id="ada")] == [stays.id]
+            assert memory.get(gone.memories[0].id, user_id="ada") is None
+            assert "7788" not in repr(memory.search("door code", user_id="ada"))
+            erased = memory.maintain(all_scopes=True).erased
+            assert erased["memories"] == 1 and erased["episodes"] == 1
+        with Raw(destination) as raw:
+            assert raw.execute("SELECT count(*) FROM memories WHERE content LIKE '%7788%'").fetchone()[0] == 0
+    finally:
+        set_clock(None)

@@ -38,7 +38,7 @@ def columns(raw: Raw, table: str) -> set[str]:
 SHARED_TABLES = (
     "meta", "episodes", "entities", "memories", "memory_sources", "memory_events", "blocks",
     "block_versions", "write_runs", "turn_context", "lifecycle_settings", "memory_links", "api_keys",
-    "schema_migrations", "write_run_candidates", "write_run_ops", "feedback",
+    "schema_migrations", "write_run_candidates", "write_run_ops", "feedback", "retention_settings",
 )  # fmt: skip
 
 

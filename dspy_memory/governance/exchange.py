@@ -1,15 +1,18 @@
 """Export and import (docs/governance.md, "Export and import"): a scope's memory, with every
 version, its sources, episodes, entities, events, links, blocks (profiles are blocks), lifecycle
-settings, write runs (with what each saw and did), feedback and, optionally, its vectors, in one JSONL file (governance/exchange_format.py) that
-both backends write and read alike; the SQL is in store/exchange.py.
+settings and retention policies, write runs (with what each saw and did), feedback and,
+optionally, its vectors, in one JSONL file (governance/exchange_format.py) that both backends
+write and read alike; the SQL is in store/exchange.py.
 
 Import is atomic (one transaction) and idempotent (rows already held are counted, not written
-again); the file is checked whole before anything is written.
+again); the file is checked whole before anything is written. What expired (`expires_at` at or
+before now) is neither exported nor imported, nor what quotes it (`without_expired`).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +42,7 @@ class ExportReport:
     counts: dict[str, int]  # records per type
     bytes: int
     embeddings: bool
+    expired: dict[str, int]  # records per type left out: expired, or quoting what did
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -52,6 +56,7 @@ class ImportReport:
     present: dict[str, int]  # records per type the store held already (skipped)
     reembedded: int  # memory rows whose vector was computed here (not taken from the file)
     embedder: str  # the embedder of the vectors written
+    expired: dict[str, int]  # records per type left out: expired by now, or quoting what did
 
     @property
     def changed(self) -> bool:
@@ -65,7 +70,9 @@ def export_scope(
     store: Store, path: str | os.PathLike[str], scope: Scope | None, *, embeddings: bool
 ) -> ExportReport:
     """Write the records of `scope` (None: every scope) of `store` to `path`."""
-    found, schema_version = sql.read_scope(store, scope, embeddings=embeddings)
+    exported_at = now_db()
+    read, schema_version = sql.read_scope(store, scope, embeddings=embeddings)
+    found, expired = without_expired(read, exported_at)
     embedder = store.embedder_info()
     header = {
         "format": fmt.FORMAT,
@@ -75,7 +82,7 @@ def export_scope(
         "embedder": None if embedder is None else {"name": embedder[0], "dim": embedder[1]},
         "embeddings": embeddings,
         "scope": None if scope is None else scope.model_dump(exclude_none=True),
-        "exported_at": now_db(),
+        "exported_at": exported_at,
     }
     records = (fmt.to_record(kind, row) for kind in fmt.RECORD_TYPES for row in found.get(kind, []))
     written = fmt.write(path, header, records)
@@ -86,7 +93,7 @@ def export_scope(
         counts=written.counts,
         details={"format_version": fmt.FORMAT_VERSION, "sha256": written.sha256, "embeddings": embeddings},
     )
-    return ExportReport(written.path, written.sha256, written.counts, written.bytes, embeddings)
+    return ExportReport(written.path, written.sha256, written.counts, written.bytes, embeddings, expired)
 
 
 def import_file(
@@ -104,22 +111,25 @@ def import_file(
     header, records, digest = fmt.read(path)
     _check_references(os.fspath(path), records)
     redacted = _redact(records, redact)
-    rows = {kind: [fmt.to_row(record) for record in found] for kind, found in records.items()}
+    odd = [
+        record["memory_id"]
+        for record in records["vector"]
+        if header.embedder is None or record["dim"] != header.embedder.dim
+    ]
+    if odd:
+        raise ExportFileError(
+            f"{os.fspath(path)}: the vector of memory {odd[0]!r} does not have the header's embedder dimension; "
+            "nothing was imported"
+        )
+    # An export taken before something expired brings none of it back after.
+    rows, expired = without_expired(
+        {kind: [fmt.to_row(record) for record in found] for kind, found in records.items()}, now_db()
+    )
     keys = [(row["id"], row["version"]) for row in rows["memory"]]
     held = sql.held_memory_versions(store, keys)
     wanted = [key for key in keys if key not in held]
     name, dim = embedder.name, embedder.dim
     from_file = {(row["memory_id"], row["version"]): row["embedding"] for row in rows.pop("vector")}
-    odd = [
-        key
-        for key, vector in from_file.items()
-        if header.embedder is None or len(vector) != header.embedder.dim
-    ]
-    if odd:
-        raise ExportFileError(
-            f"{os.fspath(path)}: the vector of memory {odd[0][0]!r} does not have the header's embedder dimension; "
-            "nothing was imported"
-        )
     same = header.embedder is not None and (header.embedder.name, header.embedder.dim) == (name, dim)
     usable = same and all(key in from_file for key in wanted)
     # A vector of text that held a secret encodes the secret: computed here from the redacted text.
@@ -156,6 +166,7 @@ def import_file(
                 "format_version": header.format_version,
                 "sha256": digest,
                 "already_present": sum(held for _, held in counts.values()),
+                "expired": sum(expired.values()),
                 "reembedded": reembedded,
             },
         )
@@ -166,7 +177,58 @@ def import_file(
         {kind: held for kind, (_, held) in counts.items()},
         reembedded,
         name,
+        expired,
     )
+
+
+# The fields by which a record names a memory or an episode it only exists for, and quotes or
+# links to: it goes with that memory or episode when it expires (as maintain() erases it).
+_QUOTING = {
+    "memory": (("id", "memory"),),
+    "episode": (("id", "episode"),),
+    "turn_context": (("memory_id", "memory"), ("episode_id", "episode")),
+    "memory_source": (("memory_id", "memory"), ("episode_id", "episode")),
+    "memory_link": (("memory_id", "memory"), ("linked_id", "memory")),
+    "memory_event": (("memory_id", "memory"),),
+    "feedback": (("memory_id", "memory"),),
+    "vector": (("memory_id", "memory"),),
+}
+
+
+def without_expired(
+    rows: Mapping[str, list[dict[str, Any]]], now: str
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
+    """({record type: rows} without what expired by `now` (a db time), {record type: how many
+    were left out}), for export and import alike: an export holds no memory or episode reads no
+    longer return, and importing an export taken before something expired does not bring it back.
+
+    Left out: the memories any version of which expired (all versions: reads hide a memory's
+    events and feedback by id, and maintain() erases it whole), the episodes that expired, the
+    records that quote or link to them (events, feedback, sources, links, turn contexts,
+    vectors), and the entities only those memories name (an entity's name is their content).
+    Write runs and what they saw and did stay: they hold ids, not content."""
+
+    def due(kind: str) -> set[str]:
+        return {row["id"] for row in rows[kind] if row["expires_at"] is not None and row["expires_at"] <= now}
+
+    gone = {"memory": due("memory"), "episode": due("episode")}
+    if not any(gone.values()):
+        return dict(rows), {}
+    kept = {
+        kind: [
+            row for row in found if not any(row[field] in gone[of] for field, of in _QUOTING.get(kind, ()))
+        ]
+        for kind, found in rows.items()
+    }
+
+    def named(memories: list[dict[str, Any]]) -> set[str]:
+        return {row[end] for row in memories for end in ("subject_id", "object_id") if row[end] is not None}
+
+    expired_memories = [row for row in rows["memory"] if row["id"] in gone["memory"]]
+    only_theirs = named(expired_memories) - named(kept["memory"])
+    kept["entity"] = [row for row in kept["entity"] if row["id"] not in only_theirs]
+    left_out = {kind: len(rows[kind]) - len(kept[kind]) for kind in rows}
+    return kept, {kind: count for kind, count in left_out.items() if count}
 
 
 # What a person or an LM wrote, per record type: redacted on import as add() and the write path

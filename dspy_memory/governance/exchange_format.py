@@ -33,15 +33,18 @@ from dspy_memory.types import EPISODE_SOURCES, FEEDBACK_SOURCES, FEEDBACK_VERDIC
 
 FORMAT = "dspy-memory-export"
 # 2: write runs carry a `uid`, with what each saw and did (write_run_candidate, write_run_op),
-# and feedback records. Version 1 files are read too (their write runs have no uid).
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+# and feedback records. 3: memories and episodes carry `expires_at`, and retention_settings
+# records; a new number, so that an older reader refuses such a file instead of keeping for
+# good what is to expire. Older files are read too: their write runs of version 1 have no
+# uid, and nothing of theirs expires.
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 MAX_LINE_BYTES = 64 * 2**20
 # In the order they are written and imported (a record comes after those it names).
 RECORD_TYPES = (
     "entity", "episode", "memory", "turn_context", "memory_source", "memory_link", "memory_event",
-    "block", "block_version", "lifecycle_settings", "write_run", "write_run_candidate", "write_run_op",
-    "feedback", "vector",
+    "block", "block_version", "lifecycle_settings", "retention_settings", "write_run", "write_run_candidate",
+    "write_run_op", "feedback", "vector",
 )  # fmt: skip
 # Stored as text (JSON) or 0/1 in the database; objects and booleans in the file.
 JSON_FIELDS = frozenset({"metadata", "settings", "episode_ids", "rejected", "expected"})
@@ -68,7 +71,7 @@ _FIELDS: dict[str, dict[str, Any]] = {
         "id": (_Id, ...), **_Scope, "source": (Literal[EPISODE_SOURCES], ...), "role": _Opt, "name": _Opt,
         "content": (str, ...), "metadata": (dict[str, Any], ...), "occurred_at": (_Time, ...),
         "ingested_at": (_Time, ...), "status": (Literal["pending", "done", "failed"], ...), "error": _Opt,
-        "attempts": (_Count, ...), "infer": (bool, ...),
+        "attempts": (_Count, ...), "infer": (bool, ...), "expires_at": (_Time | None, None),
     },
     "memory": {
         "id": (_Id, ...), "version": (_Version, ...), **_Scope, "content": (str, ...),
@@ -78,7 +81,7 @@ _FIELDS: dict[str, dict[str, Any]] = {
         "last_accessed_at": (_Time | None, None), "content_hash": (str, ...), "metadata": (dict[str, Any], ...),
         "valid_at": (_Time | None, None), "invalid_at": (_Time | None, None), "created_at": (_Time, ...),
         "expired_at": (_Time | None, None), "superseded_by": (_Id | None, None),
-        "archived_at": (_Time | None, None), "pinned": (bool, ...),
+        "archived_at": (_Time | None, None), "pinned": (bool, ...), "expires_at": (_Time | None, None),
     },
     "turn_context": {"memory_id": (_Id, ...), "version": (_Version, ...), "episode_id": (_Id, ...)},
     "memory_source": {"memory_id": (_Id, ...), "episode_id": (_Id, ...), "created_at": (_Time, ...)},
@@ -102,6 +105,7 @@ _FIELDS: dict[str, dict[str, Any]] = {
         "reason": _Opt, "created_at": (_Time, ...),
     },
     "lifecycle_settings": {**_Scope, "settings": (dict[str, Any], ...), "updated_at": (_Time, ...)},
+    "retention_settings": {**_Scope, "settings": (dict[str, Any], ...), "updated_at": (_Time, ...)},
     "write_run": {
         "uid": (_Id | None, None), **_Scope, "mode": (str, ...), "episode_ids": (list[_Id], ...), "lm": _Opt, "lm_calls": (_Count, ...),
         "prompt_tokens": (_Count, ...), "completion_tokens": (_Count, ...), "ops_applied": (_Count, ...),

@@ -67,6 +67,7 @@ TABLES = (
     Table("feedback", ("id",)),
     Table("turn_context", ("row_id", "episode_id")),
     Table("lifecycle_settings", ("user_id", "agent_id", "run_id"), scoped=True),
+    Table("retention_settings", ("user_id", "agent_id", "run_id"), scoped=True),
     Table("memory_links", ("memory_id", "linked_id")),
     Table("api_keys", ("id",)),
     Table("audit_log", ("id",)),

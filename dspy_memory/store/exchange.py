@@ -46,6 +46,9 @@ class Kind:
     read_as: tuple[tuple[str, str], ...] = ()  # (column, the SQL it is read with over `t`)
 
 
+# A memory's or an episode's `expires_at` is written once, with the row: it is compared, so a
+# store that holds the row with another expiry (or none) refuses the file rather than silently
+# keeping the row longer than the file says.
 KINDS = (
     Kind(
         "entity", "entities",
@@ -55,17 +58,19 @@ KINDS = (
     Kind(
         "episode", "episodes",
         ("id", *SCOPE, "source", "role", "name", "content", "metadata", "occurred_at", "ingested_at",
-         "status", "error", "attempts", "infer"),
-        "t.rowid", ("id",), (*SCOPE, "source", "role", "name", "content", "occurred_at", "ingested_at"),
+         "status", "error", "attempts", "infer", "expires_at"),
+        "t.rowid", ("id",),
+        (*SCOPE, "source", "role", "name", "content", "occurred_at", "ingested_at", "expires_at"),
     ),
     Kind(
         "memory", "memories",
         ("id", "version", *SCOPE, "content", "kind", "subject_id", "predicate", "object_id", "confidence",
          "importance", "strength", "access_count", "last_accessed_at", "content_hash", "metadata",
-         "valid_at", "invalid_at", "created_at", "expired_at", "superseded_by", "archived_at", "pinned"),
+         "valid_at", "invalid_at", "created_at", "expired_at", "superseded_by", "archived_at", "pinned",
+         "expires_at"),
         "t.row_id", ("id", "version"),
         (*SCOPE, "content", "content_hash", "kind", "subject_id", "predicate", "object_id", "valid_at",
-         "invalid_at", "created_at", "expired_at", "superseded_by"),
+         "invalid_at", "created_at", "expired_at", "superseded_by", "expires_at"),
     ),
     Kind("memory_source", "memory_sources", ("memory_id", "episode_id", "created_at"),
          "t.memory_id, t.episode_id", ("memory_id", "episode_id")),
@@ -85,8 +90,11 @@ KINDS = (
     ),
     Kind("block_version", "block_versions", ("block_id", "version", "value", "actor", "reason", "created_at"),
          "t.block_id, t.version", ("block_id", "version"), ("value", "actor", "reason", "created_at")),
-    Kind("lifecycle_settings", "lifecycle_settings", (*SCOPE, "settings", "updated_at"),
-         "coalesce(t.user_id, ''), coalesce(t.agent_id, ''), coalesce(t.run_id, '')", SCOPE, ("settings",)),
+    *(
+        Kind(name, name, (*SCOPE, "settings", "updated_at"),
+             "coalesce(t.user_id, ''), coalesce(t.agent_id, ''), coalesce(t.run_id, '')", SCOPE, ("settings",))
+        for name in ("lifecycle_settings", "retention_settings")
+    ),
     # Matched by uid; runs logged before write runs had one, by the whole row.
     Kind(
         "write_run", "write_runs",
@@ -155,6 +163,7 @@ def read_scope(
                 "block",
                 "write_run",
                 "lifecycle_settings",
+                "retention_settings",
                 "feedback",
             )
         }

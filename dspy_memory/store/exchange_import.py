@@ -176,7 +176,8 @@ def import_rows(
         _same_slot(conn, BY_NAME["block"], blocks, "label")
         _insert(conn, BY_NAME["block"], blocks)
         _insert(conn, BY_NAME["block_version"], keyed("block_version"))
-        _insert(conn, BY_NAME["lifecycle_settings"], keyed("lifecycle_settings"))
+        for name in ("lifecycle_settings", "retention_settings"):
+            _insert(conn, BY_NAME[name], keyed(name))
         runs = found.get("write_run", [])
         unnamed = [row for row in runs if row["uid"] is None]  # logged before runs had a uid
         for name, rows, column in (("memory_event", found.get("memory_event", []), "memory_id"),

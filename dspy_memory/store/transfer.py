@@ -14,6 +14,9 @@ file to file.
   already holds, so a run that was interrupted is finished by running it again.
 - Verified: row counts and checksums per table on both sides (store/checksums.py); the
   keyword index by its row count.
+- Every row, with every column: memories and episodes that expired but are not erased yet are
+  copied with their `expires_at` (a copy must match its source), so no read returns them there
+  either and the destination's maintain() erases them; retention policies come along.
 
 What the destination may hold (rows of two stores are never merged): nothing (a new file or
 schema), an interrupted copy of this source (marked in its `meta`, unmarked once verified), or
