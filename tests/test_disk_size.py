@@ -8,7 +8,9 @@ from __future__ import annotations
 from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder
 from dspy_memory.store.sqlite import backend, connection
-from dspy_memory.store.sqlite.migrations import MIGRATIONS, migrate
+from dspy_memory.store.sqlite.migrations import MIGRATIONS
+
+from .old_files import as_left, migrated_to
 
 AT = "2026-05-01T10:00:00Z"
 CHAT = [
@@ -54,7 +56,7 @@ def test_a_file_from_schema_9_with_4k_pages_is_migrated_and_finds_the_same_turns
     path = str(tmp_path / "old.db")
     with monkeypatch.context() as old:
         old.setattr(connection, "PAGE_SIZE", 4096)
-        old.setattr(backend, "migrate", lambda conn: migrate(conn, MIGRATIONS[:9]))
+        old.setattr(backend, "migrate", migrated_to(9))
         with Memory(path, embedder=HashEmbedder(64)) as memory:
             memory.add(CHAT, user_id="ada", at=AT)
             memory.add(CHAT, agent_id="planner", run_id="r1")
@@ -62,6 +64,7 @@ def test_a_file_from_schema_9_with_4k_pages_is_migrated_and_finds_the_same_turns
                 keyword_hits(memory, "weather", user_id="ada"),
                 keyword_hits(memory, "sandwiches", agent_id="planner"),
             ]
+    as_left(path, 9)
     with Memory(path, embedder=HashEmbedder(64)) as memory:
         with memory.store.snapshot() as conn:
             assert (

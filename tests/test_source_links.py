@@ -10,7 +10,8 @@ import pytest
 
 from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder
-from dspy_memory.store.sqlite.migrations import MIGRATIONS, migrate
+
+from .old_files import as_left, migrated_to
 
 AT = "2026-05-01T10:00:00Z"
 CHAT = [
@@ -57,12 +58,13 @@ def test_a_file_from_schema_12_keeps_its_sources_and_erasing_an_episode_leaves_n
 
     path = str(tmp_path / "old.db")
     with monkeypatch.context() as old:
-        old.setattr(backend, "migrate", lambda conn: migrate(conn, MIGRATIONS[:13]))
+        old.setattr(backend, "migrate", migrated_to(13))
         with Memory(path, embedder=HashEmbedder(32)) as memory:
             memory.add(CHAT, user_id="ada", at=AT)
             memory.add(CHAT[:1], user_id="bo", at=AT)
             before = sources(memory), provenance(memory, "hike", user_id="ada")
             bo_before = provenance(memory, "hike", user_id="bo")
+    as_left(path, 13)
     with Memory(path, embedder=HashEmbedder(32)) as memory:
         assert (sources(memory), provenance(memory, "hike", user_id="ada")) == before
         assert len(before[0]) == 4

@@ -9,9 +9,9 @@ import sqlean
 
 from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder
-from dspy_memory.store.sqlite.migrations import MIGRATIONS, migrate
 
 from .leakscan import leaks, markers
+from .old_files import as_left, migrated_to
 
 WORDS = markers(6, seed=20261127)
 AT = "2026-05-01T10:00:00Z"
@@ -47,28 +47,15 @@ def test_erasing_a_turn_of_a_migrated_file_takes_its_words_out_of_its_neighbours
     from dspy_memory.store.sqlite import backend
 
     path = str(tmp_path / "old.db")
-    # Today's code writes what a version-10 file holds, plus the expiry columns it writes
-    # (V15), which are then dropped (all NULL): the file is as that version left it.
-    later_columns = [(table, "expires_at") for table in ("memories", "episodes")]
-
-    def version_10(conn):
-        applied = migrate(conn, MIGRATIONS[:10])
-        for table, column in later_columns:
-            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
-        return applied
-
     with monkeypatch.context() as old:
-        old.setattr(backend, "migrate", version_10)
+        old.setattr(backend, "migrate", migrated_to(10))
         with Memory(path, embedder=HashEmbedder(32)) as memory:
             memory.add(chat(WORDS), user_id="u", at=AT)
             with memory.store.snapshot() as conn:
                 before = sorted(
                     tuple(row) for row in conn.execute("SELECT row_id, episode_id FROM turn_context")
                 )
-    raw = sqlean.connect(path)
-    for table, column in later_columns:
-        raw.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
-    raw.close()
+    as_left(path, 10)
     with Memory(path, embedder=HashEmbedder(32)) as memory:
         with memory.store.snapshot() as conn:
             assert (
