@@ -5,6 +5,7 @@ of `delete`, leaving one receipt with counts only."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -198,8 +199,11 @@ def test_maintenance_erases_what_expired_to_the_byte_and_leaves_a_receipt_withou
         assert unseen(db_path, words, [vector]) == []
 
         clock.advance(hours=1)
+        stats = memory.stats()
+        assert (stats["expiring_memories"], stats["memories_past_expiry"]) == (2, 2)
         report = memory.maintain(all_scopes=True)
         assert report.erased["memories"] == 2 and report.erased["episodes"] == 2
+        assert (memory.stats()["expiring_memories"], memory.stats()["memories_past_expiry"]) == (0, 0)
         assert report.erased["vectors"] == 2 and report.erased["feedback"] == 1
         assert leaks(db_path, words, [vector]) == []
         assert [m.id for m in memory.get_all(user_id="ada")] == [kept.id]
@@ -379,3 +383,14 @@ def test_an_expired_memory_cannot_be_pinned_restored_revised_or_judged_but_can_b
                 act()
         assert memory.delete(gone.id, user_id="ada").counts["memories"] == 1
         assert memory.maintain(user_id="ada").erased == {}
+
+
+def test_scheduled_maintenance_erases_what_expired(tmp_path, clock):
+    with Memory(tmp_path / "m.db", embedder=HashEmbedder(64), maintenance_every=0.05) as memory:
+        memory.add("A one-hour note.", user_id="ada", infer=False, expires_in="1h")
+        clock.advance(hours=2)
+        deadline = time.monotonic() + 10
+        while not any(report.erased for report in memory.maintenance_reports()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert [report.erased["memories"] for report in memory.maintenance_reports() if report.erased] == [1]
+        assert memory.stats()["tables"]["memories"] == 0

@@ -322,7 +322,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     print(f"{stats['path']}  ({stats['driver']}; embedder {stats['embedder']}, {stats['dim']} dimensions)")
     print(
         f"current memories: {stats['current_memories']} ({stats['archived_memories']} archived, "
-        f"{stats['pinned_memories']} pinned)"
+        f"{stats['pinned_memories']} pinned, {stats['expiring_memories']} expiring, "
+        f"{stats['memories_past_expiry']} past expiry)"
     )
     lifecycle = stats["lifecycle"]
     if lifecycle["decaying_memories"]:

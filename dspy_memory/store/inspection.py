@@ -8,6 +8,7 @@ from typing import Any
 from dspy_memory.reports import AuditReport
 from dspy_memory.store.audit import audit
 from dspy_memory.store.backend import Backend, Connections
+from dspy_memory.util.timeutil import now_db
 
 
 class Inspection:
@@ -52,8 +53,10 @@ class Inspection:
         )
         with self._conns.read() as conn:
             counts = {name: conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0] for name in tables}
-            current, archived, pinned = conn.execute(
-                "SELECT count(*), count(archived_at), sum(pinned) FROM memories WHERE expired_at IS NULL"
+            current, archived, pinned, expiring, past = conn.execute(
+                "SELECT count(*), count(archived_at), sum(pinned), count(expires_at), "
+                "count(CASE WHEN expires_at <= ? THEN 1 END) FROM memories WHERE expired_at IS NULL",
+                (now_db(),),
             ).fetchone()
         info = self.embedder_info()
         return {
@@ -66,4 +69,8 @@ class Inspection:
             "current_memories": current,
             "archived_memories": archived,
             "pinned_memories": pinned or 0,
+            # Retention (docs/governance.md#retention): memories that expire, and those past it
+            # (no read returns them; the next maintain() erases them).
+            "expiring_memories": expiring,
+            "memories_past_expiry": past,
         }
