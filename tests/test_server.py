@@ -64,6 +64,11 @@ def routes(ada_id: str, bob_id: str) -> dict[str, tuple[str, str, dict]]:
     """Every /v1 route as ada may call it (name: method, path, request options)."""
     return {
         "add": ("POST", "/v1/memories", {"json": {"messages": "Ada runs on Sundays.", "infer": False}}),
+        "add_expiring": (
+            "POST",
+            "/v1/memories",
+            {"json": {"messages": "Ada's parcel code is 7730.", "infer": False, "expires_in": "1d"}},
+        ),
         "list": ("GET", "/v1/memories", {}),
         "get": ("GET", f"/v1/memories/{ada_id}", {}),
         "history": ("GET", f"/v1/memories/{ada_id}/history", {}),
@@ -83,6 +88,8 @@ def routes(ada_id: str, bob_id: str) -> dict[str, tuple[str, str, dict]]:
         "set_block": ("PUT", "/v1/blocks/persona", {"json": {"value": "Ada's helper."}}),
         "profile": ("GET", "/v1/profile", {}),
         "maintain": ("POST", "/v1/maintain", {"json": {"dry_run": True}}),
+        "retention": ("GET", "/v1/retention", {}),
+        "set_retention": ("PUT", "/v1/retention", {"json": {"erase_runs_after": "30d"}}),
         "feedback": ("POST", "/v1/feedback", {"json": {"memory_id": ada_id, "verdict": "useful"}}),
         "list_feedback": ("GET", "/v1/feedback", {"params": {"source": "verdict"}}),
         "delete": ("DELETE", f"/v1/memories/{ada_id}", {}),

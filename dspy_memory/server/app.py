@@ -2,9 +2,9 @@
 
 Routes (server/routes.py): the three seed endpoints (`/store_memory`, `/retrieve_memory`,
 `/forget_memory`, with exactly their request and response shapes), `/v1/...` for everything
-else, `/healthz`, `/readyz`, OpenAPI at `/docs`; the agent tools over MCP at `/mcp/` (behind
-the same API keys); the web inspector at `/ui`. Every error is JSON `{"error": {"code",
-"message"}}` (server/contract.py).
+else (a scope's retention policy: server/retention_routes.py), `/healthz`, `/readyz`, OpenAPI
+at `/docs`; the agent tools over MCP at `/mcp/` (behind the same API keys); the web inspector
+at `/ui`. Every error is JSON `{"error": {"code", "message"}}` (server/contract.py).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from dspy_memory.server.auth import (
 )
 from dspy_memory.server.contract import InternalErrorMiddleware, install_error_handlers
 from dspy_memory.server.inspector import inspector_router
+from dspy_memory.server.retention_routes import add_retention_routes
 from dspy_memory.server.routes import add_routes
 
 logger = logging.getLogger("dspy_memory")
@@ -97,6 +98,7 @@ def create_app(
 
     install_error_handlers(app)
     add_routes(app)
+    add_retention_routes(app)
     app.include_router(inspector_router())
     app.mount("/mcp", _forward_to_mcp)
     return app

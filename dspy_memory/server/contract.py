@@ -39,9 +39,9 @@ HTTP_CODES = {
 _MEANING = {
     400: "The body is not JSON, or not UTF-8 (`malformed_body`).",
     401: "No API key, or an unknown or revoked one (`unauthorized`).",
-    403: "The key cannot do this: another tenant's scope (`scope_denied`), an admin route "
-    "(`admin_required`), an admin key naming no scope where one is needed (`scope_required`), or a "
-    "write to a service opened read-only (`read_only`).",
+    403: "The key cannot do this: another tenant's scope (`scope_denied`), an admin route or an "
+    "agent's retention policy (`admin_required`), an admin key naming no scope where one is needed "
+    "(`scope_required`), or a write to a service opened read-only (`read_only`).",
     404: "No such memory, key or route in the key's scope (`memory_not_found`, `key_not_found`, `not_found`).",
     409: "The file's state refuses it: a concurrent change (`write_conflict`), a read-only or full block (`block`).",
     422: "The request does not fit the schema (`invalid_request`), or the library refused a value "

@@ -9,18 +9,16 @@ calls valid is never refused for its shape, and one it calls invalid is refused 
 from __future__ import annotations
 
 import re
-from datetime import date
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, model_validator
 from typing_extensions import TypeAliasType, TypedDict
 
 from dspy_memory.agent.blocks import MAX_CHAR_LIMIT
-from dspy_memory.errors import InvalidInputError
 from dspy_memory.server.key_record import SCOPE_FIELDS
+from dspy_memory.server.time_fields import Interval, When
 from dspy_memory.types import EPISODE_SOURCES, FEEDBACK_SOURCES, FEEDBACK_VERDICTS, MAX_K, RECIPE_NAMES
 from dspy_memory.types import MEMORY_KINDS as _KINDS
-from dspy_memory.util.timeutil import to_datetime
 
 # -- shared field types -------------------------------------------------------------------------
 
@@ -55,42 +53,6 @@ Recipe = Literal[_RECIPES]  # type: ignore[valid-type]  # a Literal of values ke
 Verdict = Literal[FEEDBACK_VERDICTS]  # type: ignore[valid-type]  # a Literal of values kept once, in the library
 FeedbackSource = Literal[FEEDBACK_SOURCES]  # type: ignore[valid-type]  # a Literal of values kept once, in the library
 EpisodeSource = Literal[EPISODE_SOURCES]  # type: ignore[valid-type]  # a Literal of values kept once, in the library
-
-# A time: an RFC 3339 date (midnight UTC) or date-time. The library stores 0001-01-01 to
-# 9999-12-31 UTC; a date-time on the first or last day may fall outside once converted to UTC,
-# so the service takes date-times from the day after the first to the day before the last.
-_DATE = r"\d{4}-\d{2}-\d{2}"
-_DATE_TIME = _DATE + r"[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})"
-_EDGE_DAYS = r"^(?!0001-01-01|9999-12-31)"
-TIME_HELP = "an RFC 3339 date (YYYY-MM-DD, midnight UTC) or date-time with an offset (YYYY-MM-DDThh:mm:ssZ)"
-
-
-def _time(value: str) -> str:
-    try:
-        if re.fullmatch(_DATE, value):
-            date.fromisoformat(value)
-            return value
-        if re.fullmatch(_DATE_TIME, value) and re.match(_EDGE_DAYS, value):
-            to_datetime(value)
-            return value
-    except (ValueError, InvalidInputError):
-        pass
-    raise ValueError(f"not {TIME_HELP}; date-times from 0001-01-02 to 9999-12-30")
-
-
-When = Annotated[
-    str,
-    AfterValidator(_time),
-    Field(
-        json_schema_extra={
-            "anyOf": [
-                {"type": "string", "format": "date"},
-                {"type": "string", "format": "date-time", "pattern": _EDGE_DAYS},
-            ]
-        },
-        description=TIME_HELP,
-    ),
-]
 
 # JSON values the file stores and gives back unchanged. The library takes 64-bit integers; the
 # service takes JavaScript's safe integers, which every JSON client reads exactly (and which the
@@ -293,6 +255,8 @@ Messages = Annotated[
 
 
 class AddRequest(Scoped):
+    model_config = ConfigDict(json_schema_extra={"not": {"required": ["expires_at", "expires_in"]}})
+
     messages: Content | SoleMessage | Messages = Field(
         description="text, a message object, or a list of them (at least one not blank)"
     )
@@ -300,6 +264,18 @@ class AddRequest(Scoped):
     at: When | None = None
     infer: StrictBool | None = Field(None, description="true needs an LM (else 503 lm_unavailable)")
     background: StrictBool = False
+    expires_at: When | None = Field(
+        None,
+        description="when the messages and every memory made from them are erased: a time in the "
+        "future (a past one: 422 invalid_input); not with expires_in",
+    )
+    expires_in: Interval | None = Field(None, description="expires_at as an interval from now, e.g. 24h")
+
+    @model_validator(mode="after")
+    def _one_expiry(self) -> AddRequest:
+        if {"expires_at", "expires_in"} <= self.model_fields_set:
+            raise ValueError("give expires_at or expires_in, not both")
+        return self
 
 
 class UpdateRequest(Scoped):
@@ -351,6 +327,30 @@ class BlockRequest(Scoped):
 class MaintainRequest(Scoped):
     consolidate: StrictBool = Field(False, description="true needs an LM (else 503 lm_unavailable)")
     dry_run: StrictBool = False
+
+
+class RetentionRequest(Scoped):
+    """A scope's retention policy, whole (docs/governance.md#retention): what it leaves out is
+    not set, so a request with no setting forgets the scope's own policy."""
+
+    erase_after: Interval | None = Field(None, description="erase memories and input this long after written")
+    erase_runs_after: Interval | None = Field(
+        None, description="the same for what belongs to a run, counted from the run's last message"
+    )
+    kinds: list[Kind] | None = Field(None, description="the kinds erased (none given: all)")
+    pinned: StrictBool = Field(False, description="true: pinned memories are erased too")
+    blocks: StrictBool = Field(False, description="true: core blocks (the profile among them) too")
+
+
+class RetentionPolicy(BaseModel):
+    """The retention policy that applies to a scope: its own, else its user's, else its agent's,
+    else the service's; intervals in seconds (null: kept until deleted)."""
+
+    erase_after: float | None
+    erase_runs_after: float | None
+    kinds: list[Kind] | None
+    pinned: bool
+    blocks: bool
 
 
 _NAMED_SCOPE: list[Any] = [{"properties": {f: {"type": "string"}}, "required": [f]} for f in SCOPE_FIELDS]

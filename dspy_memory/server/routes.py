@@ -57,8 +57,8 @@ from dspy_memory.server.models import (
     StoreResponse,
     Text,
     UpdateRequest,
-    When,
 )
+from dspy_memory.server.time_fields import When
 from dspy_memory.types import (
     AddResult,
     Answer,
@@ -177,6 +177,8 @@ def add_routes(app: FastAPI) -> None:  # noqa: C901 - one flat list of small rou
             at=body.at,
             infer=body.infer,
             background=body.background,
+            expires_at=body.expires_at,
+            expires_in=body.expires_in,
             **caller.acting_scope(body.ids()),
         )
 
