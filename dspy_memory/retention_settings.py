@@ -12,6 +12,9 @@ from pydantic import ConfigDict, field_validator
 from dspy_memory.config_errors import CheckedSettings
 from dspy_memory.types import MemoryKind
 
+# The longest interval a policy takes (the service's limit too: server/time_fields.py).
+MAX_INTERVAL_SECONDS = 10**10
+
 
 class RetentionSettings(CheckedSettings):
     """A retention policy. Durations are "30m", "24h", "90d", "2w", seconds or a timedelta.
@@ -56,9 +59,14 @@ class RetentionSettings(CheckedSettings):
 
     @field_validator("erase_after", "erase_runs_after")
     @classmethod
-    def _positive(cls, value: timedelta | None, info: Any) -> timedelta | None:
+    def _bounded(cls, value: timedelta | None, info: Any) -> timedelta | None:
         if value is not None and value.total_seconds() <= 0:
             raise ValueError(f"{info.field_name} must be a positive interval")
+        if value is not None and value.total_seconds() > MAX_INTERVAL_SECONDS:
+            # Maintenance subtracts it from now: a time before the year 1 cannot be stored.
+            raise ValueError(
+                f"{info.field_name} must be at most {MAX_INTERVAL_SECONDS:.0e} seconds (about 317 years)"
+            )
         return value
 
     def limit_for(self, in_run: bool) -> timedelta | None:

@@ -70,7 +70,7 @@ def test_every_input_schema_is_the_dspy_tools_schema_with_types_bounds_and_requi
         assert properties == dspy_tools[name].args, name
         for arg, prop in properties.items():
             assert prop["description"], (name, arg)
-            if arg == "as_of":
+            if arg in ("as_of", "expires_in"):  # optional strings
                 assert prop["anyOf"] == [{"type": "string"}, {"type": "null"}]
             else:
                 assert prop["type"] == ("integer" if arg == "k" else "string"), (name, arg)
@@ -113,6 +113,9 @@ HOSTILE = [
     ("remember", {"content": {"an": "object"}}),
     ("remember", {"content": ""}),
     ("remember", {"content": "c" * 1_000_000}),
+    ("remember", {"content": "x", "expires_in": "-1h"}),
+    ("remember", {"content": "x", "expires_in": "e" * 500_000}),
+    ("remember", {"content": "x", "expires_in": 10**30}),
     ("revise", {"memory_id": "m" * 1_000_000, "content": "x", "reason": "y"}),
     ("revise", {"memory_id": "\x00" * 8, "content": "x", "reason": "y"}),
     ("memory_history", {"memory_id": 12345678}),
@@ -141,6 +144,7 @@ def test_hostile_arguments_get_one_error_line_or_a_bounded_answer_and_the_sessio
         refused = by_call[f"recall {str({'query': 'x', 'k': k})[:60]}"]
         assert refused.is_error and text(refused).startswith("error: k: "), text(refused)
     assert not results[-1].is_error and "Ada likes tea." in text(results[-1])
+    assert [m.content for m in memory.get_all(user_id="ada")].count("x") == 0  # no bad expiry stored it
     assert memory.blocks.get("human", user_id="ada") is None  # the 1 MB line was refused whole
 
 

@@ -390,7 +390,41 @@ def test_scheduled_maintenance_erases_what_expired(tmp_path, clock):
         memory.add("A one-hour note.", user_id="ada", infer=False, expires_in="1h")
         clock.advance(hours=2)
         deadline = time.monotonic() + 10
-        while not any(report.erased for report in memory.maintenance_reports()) and time.monotonic() < deadline:
+        while (
+            not any(report.erased for report in memory.maintenance_reports()) and time.monotonic() < deadline
+        ):
             time.sleep(0.02)
         assert [report.erased["memories"] for report in memory.maintenance_reports() if report.erased] == [1]
         assert memory.stats()["tables"]["memories"] == 0
+
+
+def test_the_remember_tool_saves_an_expiring_note_as_said_and_never_revises_what_stays(db_path, clock):
+    """An agent's note for the session expires; through the write program it could revise a
+    memory that is to stay (which would then expire with it), so it is saved as said."""
+
+    def revise_everything(call):
+        existing = call.inputs["existing_memories"]
+        text = call.inputs["turns"][0]["text"]
+        if existing:  # an LM (or an injected instruction) that rewrites what it sees
+            return {"ops": [{"action": "UPDATE", "target": existing[0]["alias"], "content": text}]}
+        return {"ops": [{"action": "ADD", "content": text}]}
+
+    with Memory(db_path, embedder=HashEmbedder(64), lm=scripted_lm(revise_everything)) as memory:
+        home = memory.add("Ada lives in Porto.", user_id="ada").memories[0]
+        remember = {tool.name: tool for tool in memory.tools(user_id="ada")}["remember"]
+        assert "saved" in remember(content="Ada lives in Porto, at the hotel this week.", expires_in="2h")
+        for bad in ("-2h", "forever", "1e15"):
+            assert remember(content="Ada's note.", expires_in=bad).startswith("error"), bad
+        clock.advance(hours=2)
+        memory.maintain(user_id="ada")
+        assert [m.id for m in memory.get_all(user_id="ada")] == [home.id]
+        assert memory.get(home.id, user_id="ada").version == 1
+
+
+def test_policy_intervals_are_bounded(memory, clock):
+    """An interval the clock cannot subtract is refused when it is set, not when maintain runs."""
+    with pytest.raises(InvalidInputError, match="erase_after"):
+        memory.retention(user_id="ada", erase_after=1e13)
+    memory.retention(user_id="ada", erase_after=10**10)
+    memory.add("kept", user_id="ada", infer=False)
+    assert memory.maintain(user_id="ada").erased == {}

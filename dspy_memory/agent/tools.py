@@ -81,6 +81,13 @@ AsOf = Annotated[
     str | None, Field(description="a past date YYYY-MM-DD to ask what was true then; leave empty for now")
 ]
 Sentence = Annotated[str, Field(description="a self-contained sentence")]
+ExpiresIn = Annotated[
+    str | None,
+    Field(
+        description='keep it only this long, e.g. "24h" or "30d", then it is erased; it is saved '
+        "as said, apart from other memories. Leave empty to keep it"
+    ),
+]
 MemoryId = Annotated[str, Field(description="the id shown in brackets by recall")]
 Why = Annotated[str, Field(description="why, in a few words")]
 Verdict = Annotated[str, Field(description="wrong, outdated, irrelevant or useful")]
@@ -120,12 +127,19 @@ def recall(bound: Binding, query: Query, k: HowMany = 5, as_of: AsOf = None) -> 
     return "\n".join([header + ":", *(describe(hit.memory) for hit in hits)])
 
 
-def remember(bound: Binding, content: Sentence) -> str:
+def remember(bound: Binding, content: Sentence, expires_in: ExpiresIn = None) -> str:
     """Save something worth remembering long-term (a fact, preference, event or procedure),
     written as a self-contained sentence with names and absolute dates."""
     if not content.strip():
         return "error: nothing to remember: content is empty"
-    result = bound.memory.add({"role": "assistant", "content": content}, **bound.ids)
+    message = {"role": "assistant", "content": content}
+    if expires_in:
+        # Saved as said: through the write program an expiring note could revise a memory that
+        # is to stay, which would then expire with it (store/retention.py): a tool destroys
+        # nothing (docs/governance.md#least-privilege-for-agents).
+        result = bound.memory.add(message, infer=False, expires_in=expires_in, **bound.ids)
+    else:
+        result = bound.memory.add(message, **bound.ids)
     if result.error:
         return f"saved as raw text (the memory writer failed: {result.error})"
     lines = [f"{op.action} [{short_id(op.memory_id)}] {op.content or ''}".rstrip() for op in result.ops]

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, PlainValidator, WithJsonSchema
 
 from dspy_memory.errors import InvalidInputError
+from dspy_memory.retention_settings import MAX_INTERVAL_SECONDS
 from dspy_memory.util.text import shown
 from dspy_memory.util.timeutil import to_datetime
 
@@ -50,12 +51,11 @@ When = Annotated[
     ),
 ]
 
-# An interval: seconds, or a number and a unit. The library takes any positive length; the
-# service takes 1 second to 10^10 seconds (about 317 years): a time that far from now is still one
+# An interval: seconds, or a number and a unit. The service takes 1 second to 10^10 seconds
+# (about 317 years; a policy's limit in the library too): a time that far from now is still one
 # the file can store (expires_in) and one a datetime can hold (a policy's cutoff, now minus
 # erase_after), and no length rounds to nothing (a timedelta counts whole microseconds). [0-9],
 # not \d: JSON Schema's \d is ASCII digits, Python's any Unicode digit.
-MAX_INTERVAL_SECONDS = 10**10
 INTERVAL_PATTERN = r"^[1-9][0-9]{0,3}(\.[0-9]{1,9})?[smhdw]$"  # the largest, 9999.9...w, is < 10^10 s
 INTERVAL_HELP = (
     'an interval: a number and a unit, s m h d or w ("90m", "24h", "30d", "2w"; 1 to 9999.x), '
