@@ -158,12 +158,8 @@ class Eraser:
             predicate = scope_predicate(Predicate(), scope, alias="t")
             # _erase took the entities and feedback of its memories already; settings name the scope.
             for table in ("entities", "feedback", "lifecycle_settings", "retention_settings"):
-                counts[table] = (
-                    counts.get(table, 0)
-                    + conn.execute(
-                        f"DELETE FROM {table} AS t WHERE {predicate.sql}", predicate.params
-                    ).rowcount
-                )
+                deleted = conn.execute(f"DELETE FROM {table} AS t WHERE {predicate.sql}", predicate.params)
+                counts[table] = counts.get(table, 0) + deleted.rowcount
             self._audit.record("erase_scope", scope=scope, counts=counts)
         return DeleteResult(counts=counts)
 
