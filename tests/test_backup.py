@@ -306,8 +306,9 @@ def test_restore_refuses_a_corrupt_source_without_touching_the_target(tmp_path, 
     middle = len(data) // 2
     # Not zeros: the middle of a file can be zeros already (the unused end of a page).
     a_backup.write_bytes(data[:middle] + b"\x5a" * 4096 + data[middle + 4096 :])
-    with pytest.raises(VerificationError, match="the backup .* failed verification: .*sha256"):
+    with pytest.raises(VerificationError, match="the backup .* failed verification: .*sha256") as refused:
         Memory.restore_backup(a_backup, path)
+    assert "\n" not in str(refused.value)  # one line, whatever SQLite's integrity check says
     Path(manifest_path(a_backup)).unlink()
     a_backup.write_bytes(data[: len(data) // 3])
     with pytest.raises(VerificationError, match="cannot be read as a memory file"):

@@ -129,7 +129,8 @@ def verify_file(
         if check.manifest is not None:
             _compare_manifest(check, check.manifest, rows=False)
         return _finished(check, started)
-    check.integrity = "; ".join(facts["integrity"])
+    # One line: SQLite's rows may hold several ("*** in database main ***\nTree 50 page 50 ...").
+    check.integrity = "; ".join(line for row in facts["integrity"] for line in row.splitlines())
     check.schema_version = facts["schema_version"]
     if check.integrity != "ok":
         check.problems.append(f"SQLite's integrity check failed: {check.integrity[:500]}")
