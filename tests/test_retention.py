@@ -14,34 +14,11 @@ from dspy_memory import Memory
 from dspy_memory.embed import HashEmbedder
 from dspy_memory.errors import InvalidInputError, MemoryNotFoundError
 from dspy_memory.testing import scripted_lm
-from dspy_memory.util.timeutil import set_clock
 
+from .clock import START, clock_fixture  # noqa: F401 - the `clock` fixture
 from .leakscan import leaks, markers, unseen
 
 pytestmark = [pytest.mark.backends, pytest.mark.encrypted]
-
-START = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
-
-
-class Clock:
-    """The library's clock, moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
-
-
-@pytest.fixture
-def clock():
-    moved = Clock()
-    set_clock(moved)
-    yield moved
-    set_clock(None)
 
 
 # Words no other text holds: the expiring fact's object, and the expiring raw turn's word.

@@ -7,7 +7,7 @@ tests/test_server.py; the clock is the library's (set_clock), which the server's
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 import httpx
 import pytest
@@ -15,30 +15,8 @@ import pytest
 from dspy_memory import Memory
 from dspy_memory.server.app import create_app, running
 from dspy_memory.types import Scope
-from dspy_memory.util.timeutil import set_clock
 
-START = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
-
-
-class Clock:
-    """The library's clock, moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
-
-
-@pytest.fixture
-def clock():
-    moved = Clock()
-    set_clock(moved)
-    yield moved
-    set_clock(None)
+from .clock import START, clock_fixture  # noqa: F401 - the `clock` fixture
 
 
 @pytest.fixture(scope="module")
