@@ -500,14 +500,19 @@ def test_an_export_after_expiry_leaves_out_what_expired(db_path, tmp_path, clock
     assert everything.counts["vector"] == 2
 
 
-def test_a_held_row_with_another_expiry_is_a_conflict(db_path, other_store, tmp_path):
+def imported_once(db_path, other_store, tmp_path):
+    """ada's export (tmp_path / "ada.jsonl") imported into another store: (it, its row counts)."""
     built(db_path)
     with opened(db_path) as memory:
         memory.export(tmp_path / "ada.jsonl", user_id="ada")
     copy = other_store()
     with opened(copy) as memory:
         memory.import_(tmp_path / "ada.jsonl")
-    counts = table_counts(copy)
+    return copy, table_counts(copy)
+
+
+def test_a_held_row_with_another_expiry_is_a_conflict(db_path, other_store, tmp_path):
+    copy, counts = imported_once(db_path, other_store, tmp_path)
     later = "2999-01-01T00:00:00.000000Z"
     rewritten(
         tmp_path / "ada.jsonl",
@@ -532,13 +537,7 @@ def test_a_damaged_gzip_is_refused(db_path, other_store, tmp_path):
 
 
 def test_a_conflicting_row_is_refused_and_nothing_else_is_written(db_path, other_store, tmp_path):
-    built(db_path)
-    with opened(db_path) as memory:
-        memory.export(tmp_path / "ada.jsonl", user_id="ada")
-    copy = other_store()
-    with opened(copy) as memory:
-        memory.import_(tmp_path / "ada.jsonl")
-    counts = table_counts(copy)
+    copy, counts = imported_once(db_path, other_store, tmp_path)
 
     def change(body):
         first_of("memory")(body)["content"] = "Ada lives in Paris."
