@@ -405,3 +405,16 @@ def test_policy_intervals_are_bounded(memory, clock):
     memory.retention(user_id="ada", erase_after=10**10)
     memory.add("kept", user_id="ada", infer=False)
     assert memory.maintain(user_id="ada").erased == {}
+
+
+def test_the_configs_policy_applies_where_no_scope_has_one(tmp_path, clock):
+    settings = {"retention": {"erase_runs_after": "24h"}}
+    with Memory(tmp_path / "m.db", embedder=HashEmbedder(64), **settings) as memory:
+        memory.add("In the lobby now.", user_id="ada", run_id="visit", infer=False)
+        memory.add("Ada likes tea.", user_id="ada", infer=False)
+        memory.retention(user_id="bob", erase_after="90d")  # bob's own: runs kept 90 days
+        memory.add("Bob is in the lobby.", user_id="bob", run_id="visit", infer=False)
+        clock.advance(days=1)
+        assert memory.maintain(all_scopes=True).erased["memories"] == 1
+        assert [m.content for m in memory.get_all(user_id="ada")] == ["Ada likes tea."]
+        assert [m.content for m in memory.get_all(user_id="bob")] == ["Bob is in the lobby."]

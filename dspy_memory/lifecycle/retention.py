@@ -24,16 +24,19 @@ class Retention:
 
     # -- policies --------------------------------------------------------------------------
 
-    def settings_for(self, scope: ScopeKey) -> RetentionSettings:
+    def settings_for(
+        self, scope: ScopeKey, stored: dict[ScopeKey, dict[str, Any]] | None = None
+    ) -> RetentionSettings:
         """The policy of a scope: its own, else its user's (user_id only), else its agent's
-        (agent_id only), else the config's; as `lifecycle_settings` are looked up."""
+        (agent_id only), else the config's; as `lifecycle_settings` are looked up. `stored`:
+        every stored policy, read once (else each is read from the file)."""
         user, agent, _ = scope
         for key in (scope, (user, None, None), (None, agent, None)):
             if key == (None, None, None):
                 continue
-            stored = self.store.retention.settings(key)
-            if stored is not None:
-                return RetentionSettings.model_validate(stored)
+            policy = stored.get(key) if stored is not None else self.store.retention.settings(key)
+            if policy is not None:
+                return RetentionSettings.model_validate(policy)
         return self.default
 
     def save(self, scope: Scope, changes: dict[str, Any], *, reset: bool = False) -> RetentionSettings:
@@ -69,8 +72,11 @@ class Retention:
         at = format_db(now)
         memory_ids, episode_ids = self.store.retention.expired(scope, at)
         block_ids: set[str] = set()
+        stored = dict(self.store.retention.all_settings())
+        if not stored and self.default.limit_for(False) is None and self.default.limit_for(True) is None:
+            return memory_ids, episode_ids, block_ids  # no policy anywhere: only expiries
         for key in self.store.retention.scopes(scope):
-            policy = self.settings_for(key)
+            policy = self.settings_for(key, stored)
             in_run = key[2] is not None
             limit = policy.limit_for(in_run)
             if limit is None:
