@@ -208,7 +208,7 @@ def test_bad_settings_are_refused_and_nothing_is_stored(tmp_path, bad):
     with open_memory(tmp_path / "m.db") as memory:
         with pytest.raises(InvalidInputError):
             memory.lifecycle_settings(user_id="ada", **bad)
-        assert memory.store.lifecycle_settings(("ada", None, None)) is None
+        assert memory.store.lifecycle_settings.get(("ada", None, None)) is None
 
 
 def test_maintain_needs_a_scope_or_all_scopes(tmp_path):

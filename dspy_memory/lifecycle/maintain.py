@@ -28,7 +28,7 @@ from dspy_memory.reports import MaintenanceReport
 from dspy_memory.retention_settings import RetentionSettings
 from dspy_memory.store import Store
 from dspy_memory.store.lifecycle import DecayRow
-from dspy_memory.store.retention import ScopeKey
+from dspy_memory.store.settings import ScopeKey, lookup_order
 from dspy_memory.types import LMUsage, MemoryRecord, Scope
 from dspy_memory.util.lm import lm_name, run_program, short_error
 from dspy_memory.util.timeutil import from_db, now_db, utcnow
@@ -73,11 +73,8 @@ class Maintainer:
     def settings_for(self, scope: ScopeKey) -> LifecycleSettings:
         """The config's settings, overridden by those stored for the scope: its own, else its
         user's (user_id only), else its agent's (agent_id only)."""
-        user, agent, _ = scope
-        for key in (scope, (user, None, None), (None, agent, None)):
-            if key == (None, None, None):
-                continue
-            stored = self.store.lifecycle_settings(key)
+        for key in lookup_order(scope):
+            stored = self.store.lifecycle_settings.get(key)
             if stored is not None:
                 return LifecycleSettings.model_validate({**self._defaults(), **stored})
         return LifecycleSettings.model_validate(self._defaults())
@@ -95,13 +92,13 @@ class Maintainer:
                 f"unknown lifecycle setting(s) {sorted(unknown)}; choose from {sorted(LifecycleSettings.model_fields)}"
             )
         key = _key(scope)
-        stored = {} if reset else dict(self.store.lifecycle_settings(key) or {})
+        stored = {} if reset else dict(self.store.lifecycle_settings.get(key) or {})
         stored.update(changes)
         try:
             LifecycleSettings.model_validate({**self._defaults(), **stored})
         except ValueError as exc:
             raise InvalidInputError(f"bad lifecycle settings: {exc}") from None
-        self.store.save_lifecycle_settings(key, stored or None)
+        self.store.lifecycle_settings.save(key, stored or None)
         return self.settings_for(key)
 
     # -- the curve -------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any
 from dspy_memory.errors import InvalidInputError
 from dspy_memory.retention_settings import RetentionSettings
 from dspy_memory.store import Store
-from dspy_memory.store.retention import ScopeKey
+from dspy_memory.store.settings import ScopeKey, lookup_order
 from dspy_memory.types import Scope
 from dspy_memory.util.timeutil import format_db
 
@@ -30,11 +30,8 @@ class Retention:
         """The policy of a scope: its own, else its user's (user_id only), else its agent's
         (agent_id only), else the config's; as `lifecycle_settings` are looked up. `stored`:
         every stored policy, read once (else each is read from the file)."""
-        user, agent, _ = scope
-        for key in (scope, (user, None, None), (None, agent, None)):
-            if key == (None, None, None):
-                continue
-            policy = stored.get(key) if stored is not None else self.store.retention.settings(key)
+        for key in lookup_order(scope):
+            policy = stored.get(key) if stored is not None else self.store.retention_settings.get(key)
             if policy is not None:
                 return RetentionSettings.model_validate(policy)
         return self.default
@@ -48,20 +45,20 @@ class Retention:
             raise InvalidInputError(
                 f"unknown retention setting(s) {sorted(unknown)}; choose from {sorted(RetentionSettings.model_fields)}"
             )
-        stored = {} if reset else dict(self.store.retention.settings(key) or {})
+        stored = {} if reset else dict(self.store.retention_settings.get(key) or {})
         try:
             policy = RetentionSettings.model_validate({**stored, **changes})
         except ValueError as exc:
             raise InvalidInputError(f"bad retention settings: {exc}") from None
         kept = policy.model_dump(mode="json", exclude_defaults=True)
-        self.store.retention.save_settings(key, kept or None)
+        self.store.retention_settings.save(key, kept or None)
         return self.settings_for(key)
 
     def policies(self) -> list[tuple[ScopeKey, RetentionSettings]]:
         """Every stored policy with its scope."""
         return [
             (key, RetentionSettings.model_validate(stored))
-            for key, stored in self.store.retention.all_settings()
+            for key, stored in self.store.retention_settings.all().items()
         ]
 
     # -- what is due -----------------------------------------------------------------------
@@ -72,7 +69,7 @@ class Retention:
         at = format_db(now)
         memory_ids, episode_ids = self.store.retention.expired(scope, at)
         block_ids: set[str] = set()
-        stored = dict(self.store.retention.all_settings())
+        stored = self.store.retention_settings.all()
         if not stored and self.default.limit_for(False) is None and self.default.limit_for(True) is None:
             return memory_ids, episode_ids, block_ids  # no policy anywhere: only expiries
         for key in self.store.retention.scopes(scope):

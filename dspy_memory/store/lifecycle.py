@@ -25,7 +25,8 @@ from dspy_memory.store.queries import (
     scope_predicate,
     unexpired,
 )
-from dspy_memory.store.retention import ScopeKey, earliest
+from dspy_memory.store.retention import earliest
+from dspy_memory.store.settings import ScopeKey
 from dspy_memory.store.writes import MemoryWrites, NewMemory
 from dspy_memory.types import MemoryRecord, Scope
 from dspy_memory.util.timeutil import now_db
@@ -244,37 +245,6 @@ class LifecycleRows(MemoryWrites):
         if row is None:
             raise not_found(memory_id, scope)
         return row
-
-    # -- compaction settings ---------------------------------------------------------------
-
-    def lifecycle_settings(self, scope: ScopeKey) -> dict[str, Any] | None:
-        """The settings stored for exactly this scope, or None."""
-        with self._conns.read() as conn:
-            row = conn.execute(
-                "SELECT settings FROM lifecycle_settings WHERE user_id IS ? AND agent_id IS ? AND run_id IS ?",
-                scope,
-            ).fetchone()
-        return json.loads(row[0]) if row else None
-
-    def save_lifecycle_settings(self, scope: ScopeKey, settings: dict[str, Any] | None) -> None:
-        """Store the settings of exactly this scope (None: forget them)."""
-        with self.transaction() as conn:
-            conn.execute(
-                "DELETE FROM lifecycle_settings WHERE user_id IS ? AND agent_id IS ? AND run_id IS ?", scope
-            )
-            if settings is not None:
-                conn.execute(
-                    "INSERT INTO lifecycle_settings (user_id, agent_id, run_id, settings, updated_at) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (*scope, json.dumps(settings), now_db()),
-                )
-            self.audit_log.record(
-                "lifecycle_settings",
-                scope=Scope.model_construct(user_id=scope[0], agent_id=scope[1], run_id=scope[2]),
-                details={"keys": sorted(settings or {})},
-            )
-
-    # -- consolidation ---------------------------------------------------------------------
 
     def _check_versions(self, conn: Any, sources: Sequence[MemoryRecord]) -> list[Any]:
         """The current rows of `sources`, or WriteConflictError if one changed since it was read."""

@@ -1,5 +1,5 @@
-"""The SQL of retention (docs/governance.md#retention): when new rows expire, the policies kept
-per scope, and what is due for erasure (the erasure itself is store/erase.py's)."""
+"""The SQL of retention (docs/governance.md#retention): when new rows expire, and what is due for
+erasure (the erasure itself is store/erase.py's; the policies are kept by store/settings.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from dspy_memory.store.audit_log import AuditLog
 from dspy_memory.store.backend import Connections
 from dspy_memory.store.erase import Eraser
 from dspy_memory.store.queries import Predicate, scope_predicate
+from dspy_memory.store.settings import ScopeKey
 from dspy_memory.types import Scope
 from dspy_memory.util.timeutil import now_db
 
-ScopeKey = tuple[str | None, str | None, str | None]
 _EXACT = "user_id IS ? AND agent_id IS ? AND run_id IS ?"
 
 
@@ -66,55 +66,22 @@ class RetentionRows:
         self._conns = conns
         self._audit = audit_log
 
-    # -- policies --------------------------------------------------------------------------
-
-    def settings(self, scope: ScopeKey) -> dict[str, Any] | None:
-        """The policy stored for exactly this scope, as saved (None: none)."""
-        with self._conns.read() as conn:
-            row = conn.execute(f"SELECT settings FROM retention_settings WHERE {_EXACT}", scope).fetchone()
-        return json.loads(row["settings"]) if row else None
-
-    def all_settings(self) -> list[tuple[ScopeKey, dict[str, Any]]]:
-        """Every stored policy with its scope, in scope order."""
-        with self._conns.read() as conn:
-            rows = conn.execute(
-                "SELECT user_id, agent_id, run_id, settings FROM retention_settings "
-                "ORDER BY coalesce(user_id, ''), coalesce(agent_id, ''), coalesce(run_id, '')"
-            ).fetchall()
-        return [
-            ((row["user_id"], row["agent_id"], row["run_id"]), json.loads(row["settings"])) for row in rows
-        ]
-
-    def save_settings(self, scope: ScopeKey, settings: dict[str, Any] | None) -> None:
-        """Store the policy of exactly this scope (None: forget it), in the audit log."""
-        with self._conns.transaction() as conn:
-            conn.execute(f"DELETE FROM retention_settings WHERE {_EXACT}", scope)
-            if settings is not None:
-                conn.execute(
-                    "INSERT INTO retention_settings (user_id, agent_id, run_id, settings, updated_at) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (*scope, json.dumps(settings, sort_keys=True), now_db()),
-                )
-            self._audit.record(
-                "retention_settings",
-                scope=Scope.of(*scope),
-                counts={"settings": 0 if settings is None else 1},
-                details={"settings": settings or {}},
-            )
-
     # -- what is due -----------------------------------------------------------------------
 
     def expired(self, scope: Scope | None, now: str) -> tuple[set[str], set[str]]:
         """(memory ids, episode ids) of `scope` (None: all) whose `expires_at` has passed."""
-        found = []
-        for table, column in (("memories", "id"), ("episodes", "id")):
-            predicate = scope_predicate(Predicate().add("t.expires_at <= ?", now), scope, alias="t")
-            with self._conns.read() as conn:
-                rows = conn.execute(
-                    f"SELECT DISTINCT t.{column} FROM {table} t WHERE {predicate.sql}", predicate.params
-                ).fetchall()
-            found.append({row[0] for row in rows})
-        return found[0], found[1]
+        predicate = scope_predicate(Predicate().add("t.expires_at <= ?", now), scope, alias="t")
+        with self._conns.read() as conn:
+            memories, episodes = (
+                {
+                    row[0]
+                    for row in conn.execute(
+                        f"SELECT DISTINCT t.id FROM {table} t WHERE {predicate.sql}", predicate.params
+                    )
+                }
+                for table in ("memories", "episodes")
+            )
+        return memories, episodes
 
     def scopes(self, scope: Scope | None) -> list[ScopeKey]:
         """The exact scopes (user, agent, run) of `scope` that hold memories, episodes or blocks."""

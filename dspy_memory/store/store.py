@@ -42,6 +42,7 @@ from dspy_memory.store.queries import (
 )
 from dspy_memory.store.retention import RetentionRows
 from dspy_memory.store.runs import WriteRunLog
+from dspy_memory.store.settings import ScopeSettings
 from dspy_memory.store.texts import MemoryTexts
 from dspy_memory.store.turns import RawTurns, TurnContext
 from dspy_memory.types import Event, MemoryRecord, Provenance, Scope
@@ -63,16 +64,12 @@ PROVENANCE_COLUMNS = ", ".join(
 
 
 class Store(LifecycleRows, WriteConflicts, AccessStatistics, Inspection, MemoryTexts):
-    """One database (a backend: store/backend.py). Schema, transactions, memory reads and
-    search; memory writes come from MemoryWrites, the lifecycle's rows (archive, restore,
-    consolidation, settings) from LifecycleRows (built on MemoryWrites), the write path's compare-and-set from
-    WriteConflicts, recall statistics from AccessStatistics, checks and counts from Inspection, the text and speakers search reads from MemoryTexts.
-    Episodes, the vector and keyword indexes, erasure, entities, the write-run log, feedback,
-    core blocks and retention live in the components `episodes`, `vectors`, `keywords`, `erase`,
-    `graph`, `runs`, `feedback`, `blocks` and `retention`.
-
-    Methods that write join the caller's `transaction()` when there is one, so a write path can
-    group many calls into one atomic unit.
+    """One database (store/backend.py): schema, transactions, memory reads and search; writes
+    from MemoryWrites, archive/restore/consolidation from LifecycleRows, compare-and-set from
+    WriteConflicts, recall counts from AccessStatistics, checks from Inspection, rows' texts
+    from MemoryTexts. Components: `episodes`, `vectors`, `keywords`, `erase`, `graph`, `runs`,
+    `feedback`, `blocks`, `retention`, `lifecycle_settings`, `retention_settings`. Methods that
+    write join the caller's `transaction()` when there is one (one atomic unit).
     """
 
     def __init__(
@@ -134,6 +131,8 @@ class Store(LifecycleRows, WriteConflicts, AccessStatistics, Inspection, MemoryT
         self.blocks = BlockStore(self._conns, self.audit_log)
         self.keys = KeyStore(self._conns, self.audit_log)
         self.retention = RetentionRows(self._conns, self.audit_log)
+        self.lifecycle_settings = ScopeSettings(self._conns, self.audit_log, "lifecycle_settings")
+        self.retention_settings = ScopeSettings(self._conns, self.audit_log, "retention_settings")
         try:
             applied = self.backend.migrate()
             with self._conns.read() as conn:
