@@ -27,6 +27,7 @@ from dspy_memory.reports import (
     BackupManifest,
     FeedbackOptimization,
     FileCheck,
+    IngestReport,
     MaintenanceReport,
 )
 from dspy_memory.retention_settings import RetentionSettings
@@ -49,6 +50,7 @@ from dspy_memory.types import (
 )
 from dspy_memory.util.aio import Workers, awaitable
 from dspy_memory.util.lm import ADD_PURPOSE, lm_for, resolve_lm
+from dspy_memory.util.progress import OnProgress
 from dspy_memory.util.text import (
     SINGLE_VALUED_PREDICATES,
     check_choice,
@@ -173,6 +175,48 @@ class Memory:
         return self._writer.persist(
             messages, where, metadata=metadata, at=at, status="done", expires_at=until
         )
+
+    def ingest(
+        self,
+        source: str | os.PathLike[str],
+        *,
+        format: str = "auto",
+        infer: bool | None = None,
+        batch_size: int | None = None,
+        concurrency: int = 1,
+        strict: bool = False,
+        on_progress: OnProgress | None = None,
+        **scope: Unpack[ScopeArgs],
+    ) -> IngestReport:
+        """Store a file of existing conversations (docs/ingest.md): JSONL of messages, OpenAI
+        message lists, ChatGPT's conversations.json, or LoCoMo (`format="auto"` tells them
+        apart). The file is streamed. Each message keeps its own time (when the file gives none,
+        the time the ingest started), role and name, and its place in the file in the episode's
+        metadata; a conversation's messages stay together in time order.
+
+        Without an LM (infer=False, or none set) every message becomes a raw turn, embedded
+        `batch_size` (default 256) at a time. With one, the write program reads each
+        conversation in batches (default `write.max_batch`), `concurrency` conversations at
+        once. Running the same ingest again goes on where it stopped: what is there is counted
+        as `already`, what an interrupted run left unfinished is processed. A record that cannot
+        be read is reported (where, why) and skipped; `strict=True` stops at the first.
+        `on_progress` gets the bytes read and counts after each batch."""
+        where = self._scope("ingest", scope, exact=True)
+        from dspy_memory.write.formats import MessageStream
+        from dspy_memory.write.ingest import RAW_BATCH, Ingestion
+
+        check_flag(strict, "strict")
+        check_count(concurrency, "concurrency", low=1, high=64)
+        lm = self._lm_for(infer)
+        if batch_size is None:
+            batch_size = RAW_BATCH if lm is None else self.config.write.max_batch
+        check_count(batch_size, "batch_size", low=1, high=10_000)
+        stream = MessageStream(file_argument(source, "source"), format)
+        run = Ingestion(
+            self._writer, stream, where, lm=lm, batch_size=batch_size, concurrency=concurrency,
+            strict=strict, on_progress=on_progress,
+        )  # fmt: skip
+        return run.run()
 
     def resume(self) -> int:
         """Process what an earlier process left unfinished: episodes pending or failed for over
@@ -766,6 +810,7 @@ class Memory:
 
     aadd = awaitable(add)
     alog = awaitable(log)
+    aingest = awaitable(ingest)
     aresume = awaitable(resume)
     areprocess = awaitable(reprocess)
     aflush = awaitable(flush)

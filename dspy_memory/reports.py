@@ -198,3 +198,30 @@ class FeedbackOptimization(BaseModel):
     def compiled_score(self) -> float:
         """The first seed's compile (the one installed) on the held-out feedback (0-100)."""
         return float(self.summary["runs"][0])
+
+
+class IngestReport(BaseModel):
+    """What `Memory.ingest()` (`dspy-memory ingest`) did with a conversation file (docs/ingest.md):
+    `messages` read from it; of those, `stored` new now, `already` there from an earlier run
+    (done, or being processed by another writer) and `resumed` (there, left unfinished by an
+    interrupted run, processed now); `memories` written or restated (raw turns; with an LM, the
+    operations applied); `failed` episodes whose LM write failed (kept as raw turns, marked for
+    `reprocess()`); `refused` records that could not be read, with where and why (the first
+    MAX_REFUSALS; `refused_count` counts them all). `interrupted`: stopped before the end (Ctrl-C,
+    or --strict at a refused record): run the same ingest again to go on."""
+
+    source: str
+    format: str
+    mode: str
+    messages: int = 0
+    conversations: int = 0
+    stored: int = 0
+    already: int = 0
+    resumed: int = 0
+    memories: int = 0
+    failed: int = 0
+    refused: list[dict[str, str]] = Field(default_factory=list)
+    refused_count: int = 0
+    errors: list[str] = Field(default_factory=list)
+    interrupted: bool = False
+    seconds: float = 0.0

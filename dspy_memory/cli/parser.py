@@ -214,10 +214,12 @@ def build_parser() -> argparse.ArgumentParser:
     from dspy_memory.cli.exchange import add_exchange_commands
     from dspy_memory.cli.feedback import add_feedback_command
     from dspy_memory.cli.files import add_file_commands
+    from dspy_memory.cli.ingest import add_ingest_command
     from dspy_memory.cli.migrate import add_migrate_command
     from dspy_memory.cli.retention import add_retention_command
     from dspy_memory.doctor import add_doctor_command
 
+    add_ingest_command(command)
     add_exchange_commands(command)
     add_audit_command(command)
     add_feedback_command(command)

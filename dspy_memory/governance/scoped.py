@@ -133,6 +133,7 @@ class ScopedMemory(_Bound):
     # writing
     add = _through(Memory.add)
     log = _through(Memory.log)
+    ingest = _through(Memory.ingest)
     update = _through(Memory.update)
     delete = _through(Memory.delete)
     delete_scope = _through(Memory.delete_scope)
@@ -166,6 +167,7 @@ class ScopedMemory(_Bound):
     # the awaitable forms (docs/async.md)
     aadd = _through(Memory.aadd)
     alog = _through(Memory.alog)
+    aingest = _through(Memory.aingest)
     aupdate = _through(Memory.aupdate)
     adelete = _through(Memory.adelete)
     adelete_scope = _through(Memory.adelete_scope)

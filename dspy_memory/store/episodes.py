@@ -208,6 +208,32 @@ class EpisodeLog:
             found.claims[episode.id] = Claim(row["claimed_by"], row["claim_expires_at"]) if claimed else None
         return found
 
+    def present(self, episode_ids: Sequence[str]) -> tuple[set[str], Unfinished]:
+        """Which of these episodes the file holds: the ids of those nothing is left to do for
+        (done, or expired: maintenance erases them), and the unfinished ones (pending or failed)
+        with their claims, for a writer to take over (bulk ingestion run again)."""
+        with self._conns.read() as conn:
+            rows = conn.execute(
+                f"SELECT {_EPISODE_COLUMNS}, claimed_by, claim_expires_at FROM episodes "
+                "WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(episode_ids)),),
+            ).fetchall()
+        settled, found, now = set(), Unfinished([], {}, []), now_db()
+        for row in rows:
+            if row["status"] == "done" or (row["expires_at"] is not None and row["expires_at"] <= now):
+                settled.add(row["id"])
+                continue
+            try:
+                episode = _episode_from_row(row)
+            except (ValueError, TypeError) as exc:
+                settled.add(row["id"])  # there, and reported; reprocess() is where it is fixed
+                found.unreadable.append((row["id"], f"{type(exc).__name__}: {str(exc).splitlines()[0]}"))
+                continue
+            found.episodes.append(episode)
+            claimed = row["claimed_by"] is not None
+            found.claims[episode.id] = Claim(row["claimed_by"], row["claim_expires_at"]) if claimed else None
+        return settled, found
+
     def current_turns(self, episode_ids: Sequence[str]) -> dict[str, builtins.list[str]]:
         """{episode id: ids of the current raw `turn` memories made from it}, for the episodes
         that have any (inside a transaction: as the transaction sees it)."""

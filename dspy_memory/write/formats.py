@@ -40,6 +40,9 @@ class Message:
     role: str | None = None
     name: str | None = None
     at: datetime | None = None
+    # The message's own id in the file, stable when the file is edited or exported again
+    # (ChatGPT's node ids, LoCoMo's dia_id, an "id" field); None: only its place (`where`) is.
+    key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -51,13 +54,44 @@ class Refusal:
 Read = Iterator[Message | Refusal]
 
 
-def read_messages(path: str | Path, format: str = "auto") -> Read:
+class MessageStream:
+    """The messages of one conversation file in file order, with refusals between them; how
+    far the reading is (`position` of `size` bytes) for a progress bar."""
+
+    def __init__(self, path: str | Path, format: str = "auto") -> None:
+        if format not in (*FORMATS, "auto"):
+            raise InvalidInputError(f"unknown format {shown(format)}; {CONVERT}")
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise FileNotFoundError(f"{path}: no such file to read conversations from")
+        self.format = detect_format(path) if format == "auto" else format
+        self.size = self.path.stat().st_size
+        self._file: BinaryIO | None = None
+        self._done = False
+
+    def __iter__(self) -> Read:
+        readers = {"jsonl": _jsonl, "openai": _openai, "chatgpt": _chatgpt, "locomo": _locomo}
+        yield from readers[self.format](self)
+        self._done = True
+
+    @property
+    def position(self) -> int:
+        """Bytes of the file read so far (JSON arrays are parsed in chunks, so it runs a chunk
+        ahead of the last message)."""
+        if self._done:
+            return self.size
+        if self._file is None or self._file.closed:
+            return 0
+        return self._file.tell()
+
+    def open(self) -> BinaryIO:
+        self._file = open(self.path, "rb")
+        return self._file
+
+
+def read_messages(path: str | Path, format: str = "auto") -> MessageStream:
     """The messages of a conversation file, in file order, with refusals between them."""
-    if format not in (*FORMATS, "auto"):
-        raise InvalidInputError(f"unknown format {shown(format)}; {CONVERT}")
-    chosen = detect_format(path) if format == "auto" else format
-    readers = {"jsonl": _jsonl, "openai": _openai, "chatgpt": _chatgpt, "locomo": _locomo}
-    return readers[chosen](Path(path))
+    return MessageStream(path, format)
 
 
 def detect_format(path: str | Path) -> str:
@@ -91,11 +125,11 @@ def _array_items(file: BinaryIO) -> Iterator[Any]:
     return ijson.items(file, "item", use_float=True)
 
 
-def _items(path: Path, what: str) -> Iterator[tuple[int, Any] | Refusal]:
+def _items(stream: MessageStream, what: str) -> Iterator[tuple[int, Any] | Refusal]:
     """(number, element) of a JSON array file, streamed; a Refusal where it breaks."""
     import ijson
 
-    with open(path, "rb") as file:
+    with stream.open() as file:
         number = 0
         try:
             for number, item in enumerate(_array_items(file), start=1):
@@ -130,12 +164,15 @@ def _message(record: Any, where: str, conversation: str, at: datetime | None = N
         when = to_datetime(record["at"], name="at") if record.get("at") is not None else at
     except InvalidInputError as exc:
         return Refusal(where, str(exc))
-    return Message(conversation, content, where, record.get("role"), record.get("name"), when)
+    own = record.get("id")
+    key = f"{conversation}#{own}" if isinstance(own, (str, int)) and not isinstance(own, bool) else None
+    return Message(conversation, content, where, record.get("role"), record.get("name"), when, key)
 
 
-def _jsonl(path: Path) -> Read:
-    with open(path, encoding="utf-8", errors="replace") as file:
-        for number, line in enumerate(file, start=1):
+def _jsonl(stream: MessageStream) -> Read:
+    with stream.open() as file:
+        for number, raw in enumerate(file, start=1):
+            line = raw.decode("utf-8", errors="replace")
             if not line.strip():
                 continue
             where = f"line {number}"
@@ -161,13 +198,13 @@ def _conversation(messages: Any, where: str, conversation: str) -> Read:
         yield _message(record, f"{where}, message {index}", conversation)
 
 
-def _openai(path: Path) -> Read:
-    with open(path, "rb") as file:
+def _openai(stream: MessageStream) -> Read:
+    with open(stream.path, "rb") as file:
         head = file.read(4096).lstrip()
     if head.startswith(b"{"):  # JSONL of {"messages": [...]}
-        yield from _jsonl(path)
+        yield from _jsonl(stream)
         return
-    for item in _items(path, "element"):
+    for item in _items(stream, "element"):
         if isinstance(item, Refusal):
             yield item
             continue
@@ -178,10 +215,10 @@ def _openai(path: Path) -> Read:
             yield _message(record, f"message {number}", "")
 
 
-def _chatgpt(path: Path) -> Read:
+def _chatgpt(stream: MessageStream) -> Read:
     """Each conversation's current branch (from `current_node` up to the root), in order, with
     each message's `create_time` (else the conversation's)."""
-    for item in _items(path, "conversation"):
+    for item in _items(stream, "conversation"):
         if isinstance(item, Refusal):
             yield item
             continue
@@ -210,7 +247,10 @@ def _chatgpt(path: Path) -> Read:
             if not text or not text.strip():
                 continue
             at = _epoch(message.get("create_time")) or started
-            yield Message(key, text, f"{where}, message {index}", role, None, at)
+            own = message.get("id")
+            yield Message(
+                key, text, f"{where}, message {index}", role, None, at, f"{key}#{own}" if own else None
+            )
 
 
 def _epoch(value: Any) -> datetime | None:
@@ -222,10 +262,10 @@ def _epoch(value: Any) -> datetime | None:
     return None
 
 
-def _locomo(path: Path) -> Read:
+def _locomo(stream: MessageStream) -> Read:
     """Each sample's sessions in order; a session's turns at its date-time, a second apart (so
     they keep their order, and a line said twice stays two turns)."""
-    for item in _items(path, "sample"):
+    for item in _items(stream, "sample"):
         if isinstance(item, Refusal):
             yield item
             continue
@@ -260,7 +300,9 @@ def _locomo(path: Path) -> Read:
                 text = turn["text"]
                 if turn.get("blip_caption"):
                     text = f"{text} [shared a photo: {turn['blip_caption']}]"
+                own = turn.get("dia_id")
                 yield Message(
                     f"{sample}:session_{session}", text, f"{where}, turn {index + 1}", "user",
                     turn.get("speaker"), start + timedelta(seconds=index),
+                    f"{sample}#{own}" if isinstance(own, str) else None,
                 )  # fmt: skip

@@ -212,21 +212,27 @@ def episodes_from_input(
     status: EpisodeStatus = "pending",
     redact: Redactor | None = None,
     expires_at: datetime | None = None,
+    ids: Sequence[str] | None = None,
 ) -> list[Episode]:
     """The episodes to persist for what `Memory.add` got: one per message, in the scope, with
     `metadata` under each message's own, said at the message's "at", else `at`, else now.
     Raises InvalidInputError before anything exists when any part is refused. With `redact`,
-    secrets in contents and metadata values are replaced before anything is stored."""
+    secrets in contents and metadata values are replaced before anything is stored. `ids`: one
+    per message instead of new ones (bulk ingestion derives them from the file, so a second
+    run finds what the first stored)."""
     metadata = check_metadata(metadata)
     drafts = drafts_from_input(messages)
+    if ids is not None and len(ids) != len(drafts):
+        raise ValueError(f"{len(ids)} episode ids for {len(drafts)} messages")
     if redact:
         metadata = redact.json(metadata)
         drafts = [_redacted(draft, redact) for draft in drafts]
     default_time = to_datetime(at, name="at") if at is not None else utcnow()
     ingested = utcnow()
+    ids = ids if ids is not None else [str(uuid.uuid4()) for _ in drafts]
     return [
         Episode(
-            id=str(uuid.uuid4()),
+            id=episode_id,
             user_id=scope.user_id,
             agent_id=scope.agent_id,
             run_id=scope.run_id,
@@ -241,7 +247,7 @@ def episodes_from_input(
             status=status,
             expires_at=expires_at,
         )
-        for draft in drafts
+        for episode_id, draft in zip(ids, drafts)
     ]
 
 

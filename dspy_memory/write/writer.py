@@ -99,10 +99,11 @@ class Writer:
         infer: bool = False,
         status: EpisodeStatus = "pending",
         expires_at: datetime | None = None,
+        ids: Sequence[str] | None = None,
     ) -> list[Episode]:
         """Write the input as episodes, in their own transaction, before any processing
         (status "done" keeps them in the log only, with no memories to make); what is made
-        from them expires with them (`expires_at`)."""
+        from them expires with them (`expires_at`); `ids`: the episodes' own (bulk ingestion)."""
         episodes = episodes_from_input(
             messages,
             scope,
@@ -112,6 +113,7 @@ class Writer:
             status=status,
             redact=self.redact,
             expires_at=expires_at,
+            ids=ids,
         )
         self.store.episodes.insert(episodes, claim=self.claims.claim() if status != "done" else None)
         return episodes
