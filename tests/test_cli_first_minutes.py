@@ -256,7 +256,10 @@ def test_json_everywhere_it_is_offered(tmp_path, capsys, no_lm_env):
     ada = ["--user", "ada", *base]
     assert main(["add", "I moved to Denver.", *ada, "--embedder", "test", "--at", "2024-05-02"]) == 0
     memory_id = json.loads(capsys.readouterr().out)["memories"][0]["id"]
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text(json.dumps({"role": "user", "content": "I like tea.", "at": "2024-05-03"}) + "\n")
     runs = [
+        ["ingest", str(chat), *ada, "--quiet"],
         ["search", "Denver", *ada],
         ["list", *ada],
         ["get", memory_id, *ada],
