@@ -226,13 +226,14 @@ class Memory:
         lm, grace = resolve_lm(self._lm), self.config.pending_grace_seconds
         return self._writer.resume_unfinished(lm, grace_seconds=grace, submit=self._background.submit)
 
-    def reprocess(self, *, limit: int = 1000) -> list[AddResult]:
+    def reprocess(self, *, limit: int = 1000, on_progress: OnProgress | None = None) -> list[AddResult]:
         """Process failed and pending episodes again now (after an LM or embedder outage), one
-        batch per scope; returns what each batch did."""
+        batch per scope; returns what each batch did. `on_progress` gets the episodes done of
+        those taken after each LM batch (in the thread doing the work)."""
         check_count(limit, "limit", low=1, high=MAX_LIMIT)
         self._first_use()
         self._background.flush()
-        return self._writer.reprocess(resolve_lm(self._lm), limit=limit)
+        return self._writer.reprocess(resolve_lm(self._lm), limit=limit, on_progress=on_progress)
 
     def flush(self, timeout: float | None = None) -> list[AddResult]:
         """Wait until every background add is processed; returns their results."""
@@ -536,13 +537,19 @@ class Memory:
     # -- lifecycle (docs/lifecycle.md) ---------------------------------------------------------
 
     def maintain(
-        self, *, consolidate: bool = False, dry_run: bool = False, **owner: Unpack[OwnerArgs]
+        self,
+        *,
+        consolidate: bool = False,
+        dry_run: bool = False,
+        on_progress: OnProgress | None = None,
+        **owner: Unpack[OwnerArgs],
     ) -> MaintenanceReport:
         """Apply the forgetting curve to a scope (or all_scopes=True): archive memories whose
         retention fell below the scope's threshold (DECAY events; `restore()` brings one back),
         or summarize them with the LM (strategy "summarize"); bring back archived memories that
         were recalled. consolidate=True: the LM also merges near-duplicates. Pinned memories,
-        profiles and core blocks never decay. Running it twice changes nothing the second time."""
+        profiles and core blocks never decay. Running it twice changes nothing the second time.
+        `on_progress` gets the scopes done of those with work, with running counts."""
         self._first_use()
         if not owner.get("all_scopes") and all(
             owner.get(key) is None for key in ("user_id", "agent_id", "run_id")
@@ -560,7 +567,9 @@ class Memory:
             )
         where = self._scopes.owner("maintain", owner)
         lm = self._lm_for(True, purpose="maintain(consolidate=True)") if consolidate else self._lm_for(None)
-        return self._maintainer.run(where, lm=lm, consolidate=consolidate, dry_run=dry_run)
+        return self._maintainer.run(
+            where, lm=lm, consolidate=consolidate, dry_run=dry_run, on_progress=on_progress
+        )
 
     def restore(self, memory_id: str, **owner: Unpack[OwnerArgs]) -> MemoryRecord:
         """Make an archived memory active again (a RESTORE event); it counts as a recall. Archiving

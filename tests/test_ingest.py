@@ -217,20 +217,21 @@ def test_a_fault_mid_run_loses_nothing_and_the_next_run_finishes_with_one_copy(m
     writer = memory._writer
     real, calls = writer.process, []
 
-    def interrupted_on_the_third_batch(episodes, lm):
+    def interrupted_on_the_third_batch(episodes, lm, **options):
         calls.append(len(episodes))
         if len(calls) == 3:
             raise KeyboardInterrupt
-        return real(episodes, lm)
+        return real(episodes, lm, **options)
 
     monkeypatch.setattr(writer, "process", interrupted_on_the_third_batch)
     seen = []
     with pytest.raises(KeyboardInterrupt):
         memory.ingest(path, user_id="ada", batch_size=4, on_progress=seen.append)
-    assert seen[-1].counts["stored"] == 12  # the third batch was persisted before it stopped
+    persisted = seen[-1].counts["stored"]  # the third batch, and the fourth embedded meanwhile
+    assert persisted in (12, 16)
     monkeypatch.setattr(writer, "process", real)
     report = memory.ingest(path, user_id="ada", batch_size=4)
-    assert (report.stored, report.already, report.resumed) == (8, 8, 4)
+    assert (report.stored, report.already, report.resumed) == (20 - persisted, 8, persisted - 8)
     assert len(contents(memory, user_id="ada")) == 20 and set(contents(memory, user_id="ada").values()) == {1}
     assert memory.check().ok
 
@@ -281,6 +282,26 @@ def test_with_an_lm_each_conversation_is_written_in_order_side_by_side_and_resum
         again = memory.ingest(path, user_id="ada", batch_size=3, concurrency=3)
         assert (again.stored, again.already, len(order)) == (0, 24, calls)  # no LM call the second time
         assert memory.check().ok
+
+
+def test_interleaved_conversations_reach_the_lm_each_in_order_with_bounded_buffers(db_path, tmp_path):
+    path = tmp_path / "interleaved.jsonl"
+    lines = [
+        {"conversation": f"c{c}", "role": "user", "content": f"conversation {c} turn {t}: note {t}",
+         "at": (START + timedelta(minutes=t)).isoformat()}
+        for t in range(4) for c in range(30)
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    order = []
+    with Memory(db_path, embedder=HashEmbedder(64), lm=recording_lm(order)) as memory:
+        # 30 open conversations, 2 per batch: buffers of 8 batches (16 messages) at most, so
+        # the fullest conversation is written early, in pieces, each piece in order.
+        report = memory.ingest(path, user_id="ada", batch_size=2)
+        assert (report.stored, report.conversations, report.failed) == (120, 30, 0)
+    for c in range(30):
+        mine = [text for call in order for text in call if text.startswith(f"conversation {c} ")]
+        assert mine == [f"conversation {c} turn {t}: note {t}" for t in range(4)]
+    assert all(len({t.split()[1] for t in call}) == 1 for call in order)
 
 
 def test_an_lm_that_fails_keeps_the_input_as_raw_turns_and_says_so(db_path, tmp_path):

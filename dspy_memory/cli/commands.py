@@ -8,6 +8,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from dspy_memory.cli.progress import progress_bar
 from dspy_memory.util.text import day
 
 if TYPE_CHECKING:
@@ -212,8 +213,8 @@ def cmd_delete_scope(args: argparse.Namespace) -> int:
 
 def cmd_maintain(args: argparse.Namespace) -> int:
     scope = {"all_scopes": True} if args.all_scopes else scope_of(args)
-    with open_memory(args, lm=make_cli_lm(args)) as memory:
-        report = memory.maintain(consolidate=args.consolidate, dry_run=args.dry_run, **scope)
+    with open_memory(args, lm=make_cli_lm(args)) as memory, progress_bar(args, "maintain") as bar:
+        report = memory.maintain(consolidate=args.consolidate, dry_run=args.dry_run, on_progress=bar, **scope)
     if args.json:
         print_json(report.model_dump(mode="json"))
         return 0
@@ -287,8 +288,8 @@ def cmd_context(args: argparse.Namespace) -> int:
 
 
 def cmd_reprocess(args: argparse.Namespace) -> int:
-    with open_memory(args, lm=make_cli_lm(args)) as memory:
-        results = memory.reprocess(limit=args.limit)
+    with open_memory(args, lm=make_cli_lm(args)) as memory, progress_bar(args, "reprocess") as on_progress:
+        results = memory.reprocess(limit=args.limit, on_progress=on_progress)
     failed = [result for result in results if result.error]
     if args.json:
         print_json([result.model_dump(mode="json") for result in results])

@@ -1,5 +1,5 @@
 """`dspy-memory migrate --from SRC --to DST`: copy a whole store to another backend and show
-how each table compares (store/transfer.py; docs/cli.md)."""
+how each table compares (store/transfer.py; docs/cli.md), with a progress bar of rows on stderr."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from dspy_memory.cli.commands import NOT_FOUND, print_json
+from dspy_memory.cli.progress import add_quiet_option, progress_bar
 
 
 def add_migrate_command(sub: Any) -> None:
@@ -32,16 +33,18 @@ def add_migrate_command(sub: Any) -> None:
         "--batch-size", type=int, default=1000, help="rows per destination transaction (default 1000)"
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_quiet_option(p)
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     from dspy_memory.store.transfer import MigrationError, migrate_store
 
-    def progress(line: str) -> None:
-        print(line, file=sys.stderr)
-
     try:
-        report = migrate_store(args.source, args.destination, batch_size=args.batch_size, progress=progress)
+        with progress_bar(args, "migrate") as bar:
+            lines = None if bar is None else above_the_bar
+            report = migrate_store(
+                args.source, args.destination, batch_size=args.batch_size, progress=lines, on_progress=bar
+            )
     except MigrationError as exc:
         if exc.report is None:
             raise
@@ -50,6 +53,14 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         return NOT_FOUND
     show(report, as_json=args.json)
     return 0
+
+
+def above_the_bar(line: str) -> None:
+    """A table's line, printed where the bar was and the bar drawn again below it (a plain
+    print would leave the bar's half-drawn line in the middle of stderr)."""
+    from tqdm import tqdm
+
+    tqdm.write(line, file=sys.stderr)
 
 
 def show(report: Any, *, as_json: bool) -> None:

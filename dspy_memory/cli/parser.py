@@ -8,6 +8,7 @@ from typing import Any
 
 from dspy_memory.cli import commands as c
 from dspy_memory.cli import service
+from dspy_memory.cli.progress import add_quiet_option
 
 DEFAULT_DB = "memory.db"
 LM_HELP = (
@@ -114,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--lm", default=None, help=LM_HELP)
     p.add_argument("--limit", type=int, default=1000, help="at most this many episodes (default 1000)")
+    add_quiet_option(p)
 
     command("delete-scope", "erase everything stored for a scope (the GDPR path)", c.cmd_delete_scope)
 
@@ -130,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--dry-run", action="store_true", help="report what would change, change nothing")
     p.add_argument("--lm", default=None, help=LM_HELP + "; summarizes with strategy 'summarize'")
+    add_quiet_option(p)
 
     p = command(
         "serve",

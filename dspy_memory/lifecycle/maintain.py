@@ -31,6 +31,8 @@ from dspy_memory.store.lifecycle import DecayRow
 from dspy_memory.store.settings import ScopeKey, lookup_order
 from dspy_memory.types import LMUsage, MemoryRecord, Scope
 from dspy_memory.util.lm import lm_name, run_program, short_error
+from dspy_memory.util.progress import OnProgress
+from dspy_memory.util.progress import report as tell
 from dspy_memory.util.timeutil import from_db, now_db, utcnow
 
 logger = logging.getLogger("dspy_memory")
@@ -41,6 +43,7 @@ _ARCHIVE_BATCH = 500
 _SIMILARITY_BLOCK = 512
 # What consolidation may merge: facts the write path wrote, never raw turns or profiles.
 MERGEABLE_KINDS = tuple(kind for kind in FACT_KINDS if kind != "profile")
+Forgotten = list[tuple[DecayRow, dict[str, Any]]]  # rows below their threshold, with the curve's numbers
 
 
 def _key(scope: Scope) -> ScopeKey:
@@ -157,11 +160,15 @@ class Maintainer:
         lm: Any = None,
         consolidate: bool = False,
         dry_run: bool = False,
+        on_progress: OnProgress | None = None,
     ) -> MaintenanceReport:
         """Maintain one scope (read as `search` reads it) or, None, every scope: first erase
-        what retention says is due, then the forgetting curve and consolidation."""
+        what retention says is due, then the forgetting curve and consolidation. `on_progress`
+        gets the scopes done of those with work (archiving, the LM's summaries and merges) after
+        each, with what was erased, archived, summarized and merged so far."""
         started = time.monotonic()
         report = MaintenanceReport(started_at=utcnow(), dry_run=dry_run)
+        tell(on_progress, 0, None, "scopes")  # the bar shows up while retention and the scan run
         report.erased = self.retention_rules.enforce(scope, utcnow(), dry_run=dry_run)
         self._flush_recalls()  # recalls made so far count
         now = utcnow()
@@ -175,25 +182,26 @@ class Maintainer:
         self._restore_recalled(scope, now, settings_of, report, dry_run)
         forgotten = self._forgotten(scope, now, settings_of, report)
         report.decayed = sum(len(rows) for rows in forgotten.values())
-        for key, rows in forgotten.items():
-            strategy = settings_of(key).strategy
-            if strategy == "summarize" and lm is not None and not dry_run:
+        merging = consolidate and lm is not None and not dry_run
+        # Scope by scope (each is on its own), so the bar counts what takes the time: LM calls, writes.
+        keys = list(dict.fromkeys([*forgotten, *(self.store.scopes(scope) if merging else [])]))
+
+        def progress(done: int) -> None:
+            counts = {"archived": report.archived, "summarized": report.summarized, "merged": report.merged}
+            tell(on_progress, done, len(keys), "scopes", erased=report.erased.get("memories", 0), **counts)
+
+        progress(0)
+        for done, key in enumerate(keys, 1):
+            rows = forgotten.get(key, [])
+            if rows and settings_of(key).strategy == "summarize" and lm is not None and not dry_run:
                 rows = self._summarize(key, rows, settings_of(key), lm, report)
-            if dry_run:
+            if rows and dry_run:
                 report.archived += len(rows)
-                continue
-            threshold = settings_of(key).archive_below
-            for start in range(0, len(rows), _ARCHIVE_BATCH):  # short transactions: writers wait less
-                batch = rows[start : start + _ARCHIVE_BATCH]
-                report.archived += self.store.archive(
-                    [(row.row_id, {**numbers, "threshold": threshold}) for row, numbers in batch],
-                    actor=ACTOR,
-                    reason="forgotten",
-                    at=now_db(),
-                )
-        if consolidate and lm is not None and not dry_run:
-            for key in self.store.scopes(scope):
+            elif rows:
+                self._archive(rows, settings_of(key).archive_below, report)
+            if merging:
                 self._merge_duplicates(key, lm, report)
+            progress(done)
         report.scopes = len(settings)
         report.duration_s = round(time.monotonic() - started, 4)
         logger.info(
@@ -208,6 +216,16 @@ class Maintainer:
             report.duration_s,
         )
         return report
+
+    def _archive(self, rows: Forgotten, threshold: float, report: MaintenanceReport) -> None:
+        for start in range(0, len(rows), _ARCHIVE_BATCH):  # short transactions: writers wait less
+            batch = rows[start : start + _ARCHIVE_BATCH]
+            report.archived += self.store.archive(
+                [(row.row_id, {**numbers, "threshold": threshold}) for row, numbers in batch],
+                actor=ACTOR,
+                reason="forgotten",
+                at=now_db(),
+            )
 
     def _rows(self, scope: Scope | None, *, archived: bool) -> Any:
         after = 0
@@ -243,8 +261,8 @@ class Maintainer:
 
     def _forgotten(
         self, scope: Scope | None, now: datetime, settings_of: Any, report: MaintenanceReport
-    ) -> dict[ScopeKey, list[tuple[DecayRow, dict[str, Any]]]]:
-        forgotten: dict[ScopeKey, list[tuple[DecayRow, dict[str, Any]]]] = defaultdict(list)
+    ) -> dict[ScopeKey, Forgotten]:
+        forgotten: dict[ScopeKey, Forgotten] = defaultdict(list)
         for row in self._rows(scope, archived=False):
             report.examined += 1
             chosen = settings_of(row.scope)
@@ -313,13 +331,8 @@ class Maintainer:
         return done
 
     def _summarize(
-        self,
-        key: ScopeKey,
-        rows: list[tuple[DecayRow, dict[str, Any]]],
-        settings: LifecycleSettings,
-        lm: Any,
-        report: MaintenanceReport,
-    ) -> list[tuple[DecayRow, dict[str, Any]]]:
+        self, key: ScopeKey, rows: Forgotten, settings: LifecycleSettings, lm: Any, report: MaintenanceReport
+    ) -> Forgotten:
         """Forgotten memories of a scope, oldest first, `summarize_group` at a time, to the LM;
         returns those it did not condense (they are archived as usual)."""
         ordered = sorted(rows, key=lambda pair: pair[0].recalled_at)

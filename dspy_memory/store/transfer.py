@@ -40,6 +40,7 @@ from dspy_memory.store import checksums
 from dspy_memory.store.checksums import TABLES, Table
 from dspy_memory.store.exchange_import import insert_rows, keyword_entries
 from dspy_memory.store.store import Store
+from dspy_memory.util.progress import OnProgress, report
 from dspy_memory.util.text import is_postgres_url
 
 BATCH_SIZE = 1000
@@ -107,11 +108,14 @@ def migrate_store(
     *,
     batch_size: int = BATCH_SIZE,
     progress: Callable[[str], None] | None = None,
+    on_progress: OnProgress | None = None,
 ) -> MigrationReport:
     """Copy every row of the store at `source` (a SQLite file or a postgresql:// URL) into
     `destination` (created if missing), verify the copy table by table and return the
     comparison. Raises MigrationError when the destination holds other data, or the copy does
-    not match. `progress` gets a line per table copied."""
+    not match. `progress` gets a line per table copied; `on_progress` the source rows done of
+    all of them after each batch, with how many were copied and how many were there already
+    (an interrupted copy's); verifying comes after the last batch."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise MigrationError(f"batch_size must be a positive integer, got {batch_size!r}")
     _check_locations(source, destination)
@@ -119,7 +123,7 @@ def migrate_store(
     try:
         dst = Store(destination)
         try:
-            return _Transfer(src, dst, batch_size, progress or (lambda line: None)).run()
+            return _Transfer(src, dst, batch_size, progress or (lambda line: None), on_progress).run()
         finally:
             dst.close()
     finally:
@@ -137,10 +141,20 @@ def _check_locations(source: str | os.PathLike[str], destination: str | os.PathL
 
 
 class _Transfer:
-    def __init__(self, src: Store, dst: Store, batch_size: int, progress: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        src: Store,
+        dst: Store,
+        batch_size: int,
+        progress: Callable[[str], None],
+        on_progress: OnProgress | None,
+    ) -> None:
         self.src, self.dst = src, dst
         self.batch_size = batch_size
         self.progress = progress
+        self.on_progress = on_progress
+        self.rows_total: int | None = None  # every table's, counted only when on_progress is given
+        self.rows_done = self.rows_copied = 0
         self.sconn: Any = None  # the source snapshot every read of the source goes through
         self.columns: dict[str, list[str]] = {}
 
@@ -172,6 +186,9 @@ class _Transfer:
                 conn.execute(
                     "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING", (MARKER, identity)
                 )
+            if self.on_progress is not None:
+                self.rows_total = sum(_count(self.sconn, table.name) for table in TABLES)
+            self._tell()
             copied = {table.name: self._copy(table) for table in TABLES}
             copied["vectors"] = copied["keyword index"] = copied["memories"]
             with self.dst.transaction() as conn:
@@ -250,8 +267,15 @@ class _Transfer:
                         self._index(conn, new)
             copied += len(new)
             read += len(rows)
+            self.rows_done += len(rows)
+            self.rows_copied += len(new)
+            self._tell()
         self.progress(f"{table.name}: {read} rows, {copied} copied")
         return copied
+
+    def _tell(self) -> None:
+        done, copied = self.rows_done, self.rows_copied
+        report(self.on_progress, done, self.rows_total, "rows", copied=copied, already=done - copied)
 
     def _index(self, conn: Any, rows: list[dict[str, Any]]) -> None:
         """The vectors and keyword entries of new memory rows, inside their transaction."""
@@ -303,6 +327,10 @@ class _Transfer:
 def _meta(conn: Any, key: str) -> str | None:
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
     return row[0] if row else None
+
+
+def _count(conn: Any, table: str) -> int:
+    return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
 
 def _has_rows(conn: Any, table: str) -> bool:

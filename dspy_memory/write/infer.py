@@ -82,12 +82,14 @@ class LMWriter:
 
         LM and parse failures do not raise: the batch's episodes are marked failed with the
         error and kept searchable as raw `turn` memories (see AddResult.error)."""
+        results = [self._infer_batch(batch, lm) for batch in self.batches(episodes)]
+        return results[0] if len(results) == 1 else AddResult.merged(results, self.mode_for(lm))
+
+    def batches(self, episodes: Sequence[Episode]) -> list[list[Episode]]:
+        """The batches `infer` runs, one LM call each: `max_batch` episodes, in time order."""
         ordered = sorted(episodes, key=lambda e: (e.occurred_at, e.ingested_at))
         size = self.config.max_batch
-        results = [
-            self._infer_batch(ordered[start : start + size], lm) for start in range(0, len(ordered), size)
-        ]
-        return results[0] if len(results) == 1 else AddResult.merged(results, self.mode_for(lm))
+        return [ordered[start : start + size] for start in range(0, len(ordered), size)]
 
     def _infer_batch(self, episodes: Sequence[Episode], lm: Any) -> AddResult:
         from dspy_memory.programs.write import write_inputs

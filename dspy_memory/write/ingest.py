@@ -26,7 +26,7 @@ from dspy_memory.types import AddResult, Episode, Scope
 from dspy_memory.util.progress import OnProgress, report
 from dspy_memory.util.timeutil import utcnow
 from dspy_memory.write.formats import Message, MessageStream, Refusal
-from dspy_memory.write.inputs import drafts_from_input
+from dspy_memory.write.inputs import drafts_from_input, turn_text
 from dspy_memory.write.writer import Writer
 
 # Episode ids of ingested messages: uuid5 in this namespace (fixed: ids must not change between
@@ -72,15 +72,21 @@ class Ingestion:
         self.report = IngestReport(source=str(stream.path), format=stream.format, mode=mode)
         self._conversations: set[str] = set()
         self._buffers: dict[str, list[tuple[Message, dict[str, Any]]]] = {}
+        self._buffered = 0  # messages in all the buffers
         self._pool: ThreadPoolExecutor | None = None
         self._in_flight: dict[Future[AddResult], tuple[str, list[str]]] = {}
         self._busy: dict[str, Future[AddResult]] = {}
         self._held: list[str] = []  # episodes this run persisted or took and has not handed on
+        # Raw mode: the next batch is embedded in this thread while the last one is stored.
+        self._embedding: ThreadPoolExecutor | None = None
+        self._ahead: tuple[list[Episode], Future[dict[str, Any]]] | None = None
 
     def run(self) -> IngestReport:
         started = time.monotonic()
         if self._lm is not None and self._concurrency > 1:
             self._pool = ThreadPoolExecutor(self._concurrency, thread_name_prefix="dspy-memory-ingest")
+        if self._lm is None:
+            self._embedding = ThreadPoolExecutor(1, thread_name_prefix="dspy-memory-ingest-embed")
         try:
             for item in self._stream:
                 checked = self._checked(item)
@@ -94,12 +100,14 @@ class Ingestion:
                 # program reads one conversation at a time.
                 buffer = self._buffers.setdefault(message.conversation if self._lm is not None else "", [])
                 buffer.append((message, draft))
+                self._buffered += 1
                 if len(buffer) >= self._batch_size:
                     self._flush(message.conversation if self._lm is not None else "")
-                elif sum(map(len, self._buffers.values())) >= BUFFERED_BATCHES * self._batch_size:
+                elif self._buffered >= BUFFERED_BATCHES * self._batch_size:
                     self._flush(max(self._buffers, key=lambda name: len(self._buffers[name])))
             for name in list(self._buffers):
                 self._flush(name)
+            self._store_ahead()
             while self._in_flight:
                 self._collect_one()
         except BaseException:
@@ -145,6 +153,7 @@ class Ingestion:
         if self._strict:
             for name in list(self._buffers):  # what came before the refused record is stored
                 self._flush(name)
+            self._store_ahead()
             while self._in_flight:
                 self._collect_one()
             raise InvalidInputError(
@@ -159,6 +168,7 @@ class Ingestion:
         batch = self._buffers.pop(name, [])
         if not batch:
             return
+        self._buffered -= len(batch)
         ids: dict[str, tuple[Message, dict[str, Any]]] = {}
         for message, draft in batch:
             identity = message.key or f"{self._stream.path.name}:{message.conversation}:{message.where}"
@@ -177,15 +187,45 @@ class Ingestion:
         )
         self.report.stored += len(episodes)
         work = [*taken, *episodes]
-        self._held = [episode.id for episode in work]
+        ahead = self._ahead[0] if self._ahead is not None else []
+        self._held = [episode.id for episode in [*ahead, *work]]
         raw = [episode for episode in work if not episode.infer or self._lm is None]
         if raw:
-            self._count(self._writer.process(raw, None), raw)
+            self._store_raw(raw)
         inferred = [episode for episode in work if episode.infer and self._lm is not None]
         if inferred:
             self._infer(name, inferred)
-        self._held = []
+        self._held = [episode.id for episode in self._ahead[0]] if self._ahead is not None else []
         self._progress()
+
+    def _store_raw(self, episodes: list[Episode]) -> None:
+        """Start embedding this batch, and store the one embedded before it meanwhile (the
+        model and the file work side by side: raw ingestion runs at the embedder's rate)."""
+        if self._embedding is None:  # raw episodes an earlier run left, in an LM run
+            self._count(self._writer.process(episodes, None), episodes)
+            return
+        embed = self._writer.embedder.embed
+
+        def vectors() -> dict[str, Any]:
+            todo = [episode for episode in episodes if episode.content.strip()]
+            found: Any = embed([turn_text(episode) for episode in todo]) if todo else []
+            return dict(zip([episode.id for episode in todo], found))
+
+        previous, self._ahead = self._ahead, (episodes, self._embedding.submit(vectors))
+        if previous is not None:
+            self._store_embedded(*previous)
+
+    def _store_ahead(self) -> None:
+        """Store the batch still being embedded (the last one, or the last before a stop)."""
+        if self._ahead is not None:
+            previous, self._ahead = self._ahead, None
+            self._store_embedded(*previous)
+
+    def _store_embedded(self, episodes: list[Episode], future: Future[dict[str, Any]]) -> None:
+        # An embedding that failed is tried again by the store, which marks the episodes
+        # failed (kept for reprocess()) if it fails again.
+        embedded = future.result() if future.exception() is None else None
+        self._count(self._writer.process(episodes, None, embedded=embedded), episodes)
 
     def _infer(self, name: str, episodes: list[Episode]) -> None:
         """The write program over one conversation's batch: now, or in the pool once a place
@@ -229,6 +269,8 @@ class Ingestion:
     def _stop(self) -> None:
         """Batches not started are given back (their episodes stay pending for the next run);
         the ones the LM is writing now are waited for."""
+        if self._embedding is not None:
+            self._embedding.shutdown(wait=True, cancel_futures=True)
         if self._pool is None:
             return
         for future, (_, ids) in list(self._in_flight.items()):

@@ -3,7 +3,7 @@ whichever writer (or replay) gets to it first."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,12 +26,18 @@ class TurnWriter:
         self._claims = claims
 
     def store(
-        self, episodes: Sequence[Episode], *, actor: str = "user", error: str | None = None
+        self,
+        episodes: Sequence[Episode],
+        *,
+        actor: str = "user",
+        error: str | None = None,
+        embedded: Mapping[str, np.ndarray] | None = None,
     ) -> list[MemoryRecord]:
         """Store the episodes this writer holds as `turn` memories. Safe to repeat: an episode
         that already has memories gets none again. Episodes added raw are then done; episodes
         meant for an LM are kept raw until one can run: marked failed with `error` (default: no
-        LM), so reprocess() extracts them later."""
+        LM), so reprocess() extracts them later. `embedded`: {episode id: the vector of its
+        `turn_text`}, computed ahead (bulk ingestion embeds the next batch meanwhile)."""
         if not episodes:
             return []
         ids = [episode.id for episode in episodes]
@@ -39,7 +45,11 @@ class TurnWriter:
         todo = [episode for episode in episodes if episode.content.strip() and episode.id not in already]
         try:
             texts = [turn_text(episode) for episode in todo]
-            vectors: np.ndarray | list[np.ndarray] = self._embedder.embed(texts) if texts else []
+            vectors: np.ndarray | list[np.ndarray] = []
+            if embedded is not None and all(episode.id in embedded for episode in todo):
+                vectors = [embedded[episode.id] for episode in todo]
+            elif texts:
+                vectors = self._embedder.embed(texts)
         except Exception as exc:
             reason = f"{error}; " if error else ""
             self._store.episodes.mark(ids, "failed", error=reason + short_error(exc))

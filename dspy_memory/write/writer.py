@@ -35,6 +35,7 @@ from dspy_memory.types import (
     WriteMode,
 )
 from dspy_memory.util.lm import short_error
+from dspy_memory.util.progress import OnProgress, report
 from dspy_memory.util.text import content_hash, valid_text
 from dspy_memory.util.timeutil import TimeLike, now_db, to_db, utcnow
 from dspy_memory.write.apply import PlanApplier
@@ -149,13 +150,16 @@ class Writer:
             logger.warning("episode %s cannot be read and is skipped (fix or delete it): %s", episode_id, why)
         return self.claims.take(found)
 
-    def process(self, episodes: Sequence[Episode], lm: Any) -> AddResult:
+    def process(
+        self, episodes: Sequence[Episode], lm: Any, *, embedded: Mapping[str, Any] | None = None
+    ) -> AddResult:
         """Raw mode without an LM, else the write program. Marking an episode done or failed
         ends its claim; when processing raises instead, the claims are given up, so any writer
-        can take the episodes again. A storage fault says where the episodes are."""
+        can take the episodes again. A storage fault says where the episodes are. `embedded`:
+        raw turns' vectors computed ahead, by episode id."""
         try:
             if lm is None:
-                memories = self.turns.store(episodes)
+                memories = self.turns.store(episodes, embedded=embedded)
                 return AddResult(
                     episodes=self.store.episodes.get_many([e.id for e in episodes]), memories=memories
                 )
@@ -193,25 +197,45 @@ class Writer:
             submit(later, lm)
         return len(episodes)
 
-    def reprocess(self, lm: Any, *, limit: int = 1000) -> list[AddResult]:
+    def reprocess(
+        self, lm: Any, *, limit: int = 1000, on_progress: OnProgress | None = None
+    ) -> list[AddResult]:
         """Process every failed and pending episode no other writer holds now, one scope and
-        intent at a time (in batches of `max_batch`)."""
+        intent at a time (in batches of `max_batch`). `on_progress` gets the episodes done of
+        those claimed after each batch, with how many LM batches failed so far."""
+        claimed = self.unfinished(grace_seconds=0, limit=limit)
         by_scope: dict[Scope, list[Episode]] = {}
-        for episode in self.unfinished(grace_seconds=0, limit=limit):
+        for episode in claimed:
             by_scope.setdefault(episode.scope, []).append(episode)
-        results = []
+        results: list[AddResult] = []
+        done = failed = 0
+
+        def step(episodes: Sequence[Episode], with_lm: Any) -> AddResult:
+            nonlocal done, failed
+            result = self.process(episodes, with_lm)
+            done += len(episodes)
+            failed += with_lm is not None and result.error is not None
+            report(on_progress, done, len(claimed), "episodes", failed=failed)
+            return result
+
+        report(on_progress, 0, len(claimed), "episodes", failed=0)
         try:
             for batch in by_scope.values():
                 raw = [episode for episode in batch if not episode.infer]
                 inferred = [episode for episode in batch if episode.infer]
                 if raw:
-                    results.append(self.process(raw, None))
-                if inferred:
-                    result = self.process(inferred, lm)
-                    if lm is not None:
-                        results.append(result)
+                    results.append(step(raw, None))
+                if inferred and lm is None:
+                    step(inferred, None)  # kept as raw turns until an LM is set: no result to report
+                elif inferred:
+                    # A batch per LM call, as infer() takes them, so the bar moves with the
+                    # calls: one scope's backlog is many calls.
+                    parts = [step(batch, lm) for batch in self.lm_writer.batches(inferred)]
+                    results.append(
+                        parts[0] if len(parts) == 1 else AddResult.merged(parts, self.mode_for(lm))
+                    )
         finally:
-            self.claims.release([episode.id for batch in by_scope.values() for episode in batch])
+            self.claims.release([episode.id for episode in claimed])
         return results
 
     def resume_unfinished(
