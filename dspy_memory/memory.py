@@ -755,6 +755,7 @@ class Memory:
         *,
         include_embeddings: bool = False,
         all_scopes: bool = False,
+        on_progress: OnProgress | None = None,
         **scope: Unpack[ScopeArgs],
     ) -> ExportReport:
         """Write everything of a scope (read as `search` reads it: `export("ada.jsonl.gz",
@@ -762,25 +763,37 @@ class Memory:
         when the name ends in .gz): every memory version with both time axes, its sources,
         episodes, entities, events, links, blocks with their versions (profiles too), lifecycle
         settings, write runs, feedback and, with include_embeddings=True, the vectors. Returns
-        an ExportReport (path, records per type, sha256 of the records)."""
+        an ExportReport (path, records per type, sha256 of the records). `on_progress` is told
+        the records written of the total (a `Progress` in "records")."""
         from dspy_memory.governance.exchange import export_scope
 
         check_flag(include_embeddings, "include_embeddings")
         where = self._scopes.read_or_all("export", scope, all_scopes)
         self._first_use()
         self.store.check_open()
-        return export_scope(self.store, file_argument(path, "path"), where, embeddings=include_embeddings)
+        return export_scope(
+            self.store,
+            file_argument(path, "path"),
+            where,
+            embeddings=include_embeddings,
+            on_progress=on_progress,
+        )
 
-    def import_(self, path: str | os.PathLike[str], *, reembed: str = "auto") -> ImportReport:
+    def import_(
+        self, path: str | os.PathLike[str], *, reembed: str = "auto", on_progress: OnProgress | None = None
+    ) -> ImportReport:
         """Import an export file into this store, keeping ids, versions and timestamps, into the
         scopes recorded in it. The whole file is checked first (header, format version, trailer
         checksum, every record); then what the store lacks is written in one transaction, so a
-        failure leaves nothing behind; importing again changes nothing. A row held here with the
-        same id but other content is refused (ImportConflictError). reembed: "auto" computes
-        vectors with this store's embedder when the file has none or another embedder's, "always",
-        or "never" (refuses when they would be needed). With MemoryConfig.redact the file's text
-        is redacted as any add's. Returns an ImportReport (new and already present records per type)."""
-        from dspy_memory.governance.exchange import REEMBED, import_file
+        failure leaves nothing behind; importing again changes nothing. The file is streamed
+        twice (checked, then written in batches), never held in memory whole. A row held here
+        with the same id but other content is refused (ImportConflictError). reembed: "auto"
+        computes vectors with this store's embedder when the file has none or another embedder's,
+        "always", or "never" (refuses when they would be needed). With MemoryConfig.redact the
+        file's text is redacted as any add's. `on_progress` is told the records checked, then
+        the records written of the file's total (a `Progress` in "records"). Returns an
+        ImportReport (new and already present records per type)."""
+        from dspy_memory.governance.exchange_import import REEMBED, import_file
 
         if reembed not in REEMBED:
             raise InvalidInputError(f"reembed must be one of {', '.join(REEMBED)}, not {reembed!r}")
@@ -792,6 +805,7 @@ class Memory:
             file_argument(path, "path"),
             reembed=reembed,
             redact=self._writer.redact,
+            on_progress=on_progress,
         )
 
     # -- the file ------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from dspy_memory.cli.commands import open_memory, print_json, scope_of
+from dspy_memory.cli.progress import add_quiet_option, progress_bar
 
 
 def add_exchange_commands(command: Any) -> None:
@@ -24,6 +25,7 @@ def add_exchange_commands(command: Any) -> None:
     p.add_argument(
         "--embeddings", action="store_true", help="include the vectors (base64 float32; larger file)"
     )
+    add_quiet_option(p)
 
     p = command(
         "import",
@@ -39,25 +41,32 @@ def add_exchange_commands(command: Any) -> None:
         help="compute vectors with this store's embedder: auto (default: when the file has none or "
         "another embedder's), always, never (refuse when they would be needed)",
     )
+    add_quiet_option(p)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     scope = {} if args.all_scopes else scope_of(args)
-    with open_memory(args) as memory:
+    with open_memory(args) as memory, progress_bar(args, "export") as on_progress:
         report = memory.export(
-            args.output, include_embeddings=args.embeddings, all_scopes=args.all_scopes, **scope
+            args.output,
+            include_embeddings=args.embeddings,
+            all_scopes=args.all_scopes,
+            on_progress=on_progress,
+            **scope,
         )
     if args.json:
         print_json(report.to_dict())
         return 0
     records = ", ".join(f"{count} {kind}" for kind, count in report.counts.items()) or "no records"
     print(f"{report.path}: {records} ({report.bytes} bytes; sha256 of the records {report.sha256})")
+    if report.expired:
+        print(f"left out as expired: {_per_type(report.expired)}")
     return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    with open_memory(args) as memory:
-        report = memory.import_(args.file, reembed=args.reembed)
+    with open_memory(args) as memory, progress_bar(args, "import") as on_progress:
+        report = memory.import_(args.file, reembed=args.reembed, on_progress=on_progress)
     if args.json:
         print_json(report.to_dict())
         return 0
@@ -65,4 +74,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     held = sum(report.present.values())
     vectors = f"; {report.reembedded} vectors computed with {report.embedder}" if report.reembedded else ""
     print(f"imported {new} from {report.path} ({held} records were here already{vectors})")
+    if report.expired:
+        print(f"left out as expired: {_per_type(report.expired)}")
     return 0
+
+
+def _per_type(counts: dict[str, int]) -> str:
+    return ", ".join(f"{count} {kind}" for kind, count in counts.items())

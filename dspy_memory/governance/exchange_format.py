@@ -1,11 +1,14 @@
 """The export file (docs/governance.md, "Export and import"): JSON Lines, gzipped when the name
 ends in .gz. Line 1 is a header, then one typed record per line, the last line a trailer with
 the count of each record type and a sha256 over the record lines. Every record is one JSON
-object, keys sorted, no spaces, UTF-8: the same rows give the same bytes.
+object, keys sorted, no spaces, UTF-8: the same rows give the same bytes (export streams them
+out with governance/exchange.py's `write`).
 
-Reading checks everything before anything is written: the header (format name and version), the
-trailer (present: the file is complete; counts; checksum), then every record against its type
-(`RECORD_MODELS`; unknown types and fields are refused) and the references between records.
+Reading streams the file, never holding it whole, in two passes: `check` checks everything
+before anything is written (the header's format name and version; the trailer: present, so the
+file is complete; counts; checksum; every record against its type in `RECORD_MODELS`, unknown
+types and fields refused) and hands each record to the caller, who keeps what it needs of it
+(governance/exchange_import.py: ids); `records` reads the checked file again to write it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import json
 import os
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Container, Generator, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -26,7 +30,6 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from dspy_memory.errors import DSPyMemoryError
-from dspy_memory.governance.files import staged
 from dspy_memory.ops import WriteAction
 from dspy_memory.scopes import ScopeArgs
 from dspy_memory.types import EPISODE_SOURCES, FEEDBACK_SOURCES, FEEDBACK_VERDICTS, MEMORY_KINDS
@@ -217,60 +220,35 @@ def decode_vector(record: Mapping[str, Any]) -> np.ndarray:
     return vector
 
 
-@dataclass(frozen=True)
-class Written:
-    path: str
-    sha256: str  # over the record lines, as in the trailer
-    counts: dict[str, int]
-    bytes: int
-
-
-def write(
-    path: str | os.PathLike[str], header: dict[str, Any], records: Iterable[Mapping[str, Any]]
-) -> Written:
-    """Write header, records and trailer to a temporary file next to `path`, then move it into
-    place: a reader never sees half an export."""
-    path = os.fspath(path)
-    lines = [dumps(record) + b"\n" for record in records]
-    counts = dict(sorted(Counter(json.loads(line)["record"] for line in lines).items()))
-    digest = hashlib.sha256(b"".join(lines)).hexdigest()
-    with staged(path, "partial") as temporary:
-        with open(temporary, "wb") as raw:
-            # mtime=0 and no name: the gzip wrapper adds no bytes of its own that vary.
-            out = (
-                gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="", compresslevel=6)
-                if path.endswith(".gz")
-                else raw
-            )
-            out.write(dumps({**header, "record": "header", "counts": counts}) + b"\n")
-            out.writelines(lines)
-            out.write(dumps({"record": "trailer", "counts": counts, "sha256": digest}) + b"\n")
-            if out is not raw:
-                out.close()
-        os.replace(temporary, path)
-    return Written(path, digest, counts, os.path.getsize(path))
-
-
-def _lines(path: str) -> list[bytes]:
+@contextmanager
+def _lines(path: str) -> Iterator[Iterator[tuple[int, bytes, bool]]]:
+    """(number, line, whether it is the last) of the file's lines, read as they are needed."""
     try:
         with open(path, "rb") as raw:
             gzipped = raw.read(2) == b"\x1f\x8b"
         opened: io.BufferedIOBase = gzip.open(path, "rb") if gzipped else open(path, "rb")
-        lines: list[bytes] = []
-        with opened as source:
-            while line := source.readline(MAX_LINE_BYTES + 1):
-                if len(line) > MAX_LINE_BYTES:
-                    raise ExportFileError(
-                        f"{path}: line {len(lines) + 1} is longer than {MAX_LINE_BYTES} bytes"
-                    )
-                lines.append(line)
-        return lines
     except FileNotFoundError:
         raise ExportFileError(f"no export file at {path!r}") from None
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise ExportFileError(
-            f"{path}: the gzip stream is damaged or cut short ({exc}); nothing was imported"
-        ) from None
+
+    def numbered(source: io.BufferedIOBase) -> Iterator[tuple[int, bytes, bool]]:
+        held: tuple[int, bytes] | None = None
+        try:
+            while line := source.readline(MAX_LINE_BYTES + 1):
+                number = held[0] + 1 if held else 1
+                if len(line) > MAX_LINE_BYTES:
+                    raise ExportFileError(f"{path}: line {number} is longer than {MAX_LINE_BYTES} bytes")
+                if held:
+                    yield *held, False
+                held = (number, line)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise ExportFileError(
+                f"{path}: the gzip stream is damaged or cut short ({exc}); nothing was imported"
+            ) from None
+        if held:
+            yield *held, True
+
+    with opened as source:
+        yield numbered(source)
 
 
 def _json(path: str, number: int, line: bytes) -> dict[str, Any]:
@@ -296,50 +274,107 @@ def _checked(path: str, number: int, model: type[BaseModel], value: dict[str, An
         ) from None
 
 
-def read(path: str | os.PathLike[str]) -> tuple[Header, dict[str, list[dict[str, Any]]], str]:
-    """(header, {record type: records in file order}, sha256) of a complete, valid export."""
-    path = os.fspath(path)
-    lines = _lines(path)
-    if not lines:
+def _record(path: str, number: int, value: dict[str, Any]) -> dict[str, Any]:
+    model = RECORD_MODELS.get(value["record"])
+    if model is None:
+        raise ExportFileError(f"{path}: line {number} has an unknown record type {value['record'][:40]!r}")
+    # As validated: fields an older version's file leaves out are there, with their default.
+    return _checked(path, number, model, value).model_dump()
+
+
+def _header(path: str, first: tuple[int, bytes, bool] | None) -> Header:
+    if first is None:
         raise ExportFileError(f"{path} is empty; not a dspy-memory export")
     try:
-        first = _json(path, 1, lines[0])
+        value = _json(path, 1, first[1])
     except ExportFileError:
-        first = {}
-    if first.get("record") != "header" or first.get("format") != FORMAT:
+        value = {}
+    if value.get("record") != "header" or value.get("format") != FORMAT:
         raise ExportFileError(f"{path} is not a dspy-memory export (line 1 is no {FORMAT} header)")
-    version = first.get("format_version")
+    version = value.get("format_version")
     if version not in READABLE_VERSIONS:
         readable = " and ".join(str(v) for v in READABLE_VERSIONS)
         raise ExportFileError(
             f"{path} has export format version {version!r}; this dspy-memory reads versions {readable} "
             "(upgrade dspy-memory to read newer exports)"
         )
-    header = _checked(path, 1, Header, first)
+    header = _checked(path, 1, Header, value)
     assert isinstance(header, Header)
-    last = _json(path, len(lines), lines[-1]) if len(lines) > 1 and lines[-1].endswith(b"\n") else {}
+    return header
+
+
+@dataclass(frozen=True)
+class Checked:
+    header: Header
+    sha256: str
+    counts: dict[str, int]  # records per type
+    in_order: bool  # the types come in RECORD_TYPES order, as export writes them
+
+
+def check(path: str | os.PathLike[str], visit: Callable[[dict[str, Any]], None]) -> Checked:
+    """An import's first pass: the file streamed and checked whole (header, every record against
+    its type, trailer, counts, sha256), each valid record handed to `visit` in file order; only
+    what `visit` keeps stays in memory. A bad record is reported after the trailer and checksum
+    are checked, so a file cut short or edited says so rather than naming the line it broke."""
+    path = os.fspath(path)
+    digest, counts, rank, in_order = hashlib.sha256(), Counter[str](), 0, True
+    problem: ExportFileError | None = None
+    number, last = 1, dict[str, Any]()
+    with _lines(path) as lines:
+        header = _header(path, next(lines, None))
+        for number, line, is_last in lines:
+            if is_last:
+                last = _json(path, number, line) if line.endswith(b"\n") else {}
+                break
+            digest.update(line)
+            if problem is None:
+                try:
+                    record = _record(path, number, _json(path, number, line))
+                except ExportFileError as exc:
+                    problem = exc
+                    continue
+                counts[record["record"]] += 1
+                in_order, rank = (
+                    in_order and RECORD_TYPES.index(record["record"]) >= rank,
+                    RECORD_TYPES.index(record["record"]),
+                )
+                visit(record)
     if last.get("record") != "trailer":
         raise ExportFileError(f"{path} is cut short (its last line is no trailer); nothing was imported")
-    trailer = _checked(path, len(lines), Trailer, last)
+    trailer = _checked(path, number, Trailer, last)
     assert isinstance(trailer, Trailer)
-    body = lines[1:-1]
-    digest = hashlib.sha256(b"".join(body)).hexdigest()
-    if digest != trailer.sha256:
+    if digest.hexdigest() != trailer.sha256:
         raise ExportFileError(
             f"{path}: the records do not match the trailer's checksum (the file was changed or damaged); "
             "nothing was imported"
         )
-    records: dict[str, list[dict[str, Any]]] = {kind: [] for kind in RECORD_TYPES}
-    for number, line in enumerate(body, start=2):
-        value = _json(path, number, line)
-        model = RECORD_MODELS.get(value["record"])
-        if model is None:
-            raise ExportFileError(
-                f"{path}: line {number} has an unknown record type {value['record'][:40]!r}"
-            )
-        # As validated: fields an older version's file leaves out are there, with their default.
-        records[value["record"]].append(_checked(path, number, model, value).model_dump())
-    counts = {kind: len(found) for kind, found in records.items() if found}
+    if problem is not None:
+        raise problem
     if counts != trailer.counts or counts != header.counts:
-        raise ExportFileError(f"{path}: the record counts {counts} differ from the header's or trailer's")
-    return header, records, digest
+        raise ExportFileError(
+            f"{path}: the record counts {dict(counts)} differ from the header's or trailer's"
+        )
+    return Checked(header, trailer.sha256, dict(counts), in_order)
+
+
+def records(
+    path: str | os.PathLike[str], checked: Checked, kinds: Container[str] | None = None
+) -> Generator[dict[str, Any], None, None]:
+    """The second pass: the records (of `kinds`; None: all) of a file `check` passed, in file
+    order, validated again as they are read. A file changed since raises ExportFileError (by the
+    last record at the latest, by its checksum), so the caller's transaction rolls back."""
+    path = os.fspath(path)
+    digest = hashlib.sha256()
+    try:
+        with _lines(path) as lines:
+            next(lines, None)  # the header, checked
+            for number, line, is_last in lines:
+                if not is_last:
+                    digest.update(line)
+                    value = _json(path, number, line)
+                    if kinds is None or value["record"] in kinds:
+                        yield _record(path, number, value)
+    except ExportFileError as exc:
+        raise ExportFileError(f"{path} changed while it was imported ({exc}); nothing was imported") from None
+    if digest.hexdigest() != checked.sha256:
+        raise ExportFileError(f"{path} changed while it was imported; nothing was imported")

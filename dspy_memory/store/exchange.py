@@ -8,10 +8,10 @@ them; a turn context is read as (memory id, version, episode)), event and write-
 episode rowids and claims. Imported rows get new local numbers in the order they come, so the
 relative order the readers tie-break on (row id, rowid, event id) is kept.
 
-Import is atomic: everything is checked and written in one write transaction, so a failure
-part-way leaves nothing (no memory without its index entries). A row already held (by its key)
-is compared on what makes it that row and skipped when equal; when it differs the import is
-refused (`ImportConflictError`). Events have no key across stores, nor write runs logged before
+Import is atomic: everything is checked, then written batch by batch in one write transaction,
+so a failure part-way leaves nothing (no memory without its index entries). A row already held
+(by its key) is compared on what makes it that row and skipped when equal; when it differs the
+import is refused (`ImportConflictError`). Events have no key across stores, nor write runs logged before
 runs had a uid: they count as held when an equal row is there (as many times as the file has it).
 """
 
@@ -229,10 +229,15 @@ def read_scope(
 
 
 def held_memory_versions(store: Any, keys: Sequence[tuple[str, int]]) -> set[tuple[str, int]]:
-    """The (id, version) pairs of `keys` the store already holds (those need no vector)."""
-    ids = id_list([memory_id for memory_id, _ in keys])
+    """The (id, version) pairs of `keys` the store already holds (those need no vector), asked
+    for in slices so no one statement carries every id of a large import."""
+    wanted, held = set(keys), set[tuple[str, int]]()
+    ids = sorted({memory_id for memory_id, _ in keys})
     with store.snapshot() as conn:
-        rows = conn.execute(
-            "SELECT id, version FROM memories WHERE id IN (SELECT value FROM json_each(?))", (ids,)
-        ).fetchall()
-    return {(row[0], row[1]) for row in rows} & set(keys)
+        for start in range(0, len(ids), 1000):
+            rows = conn.execute(
+                "SELECT id, version FROM memories WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(ids[start : start + 1000]),),
+            ).fetchall()
+            held.update(key for key in ((row[0], row[1]) for row in rows) if key in wanted)
+    return held

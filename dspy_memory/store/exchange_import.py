@@ -1,9 +1,11 @@
 """Import's SQL (docs/governance.md, "Export and import"): rows as `store/exchange.py` reads
-them written into a store in one transaction, each new memory row with its vector, keyword entry
-and turn context. See store/exchange.py for how held rows are matched and conflicts refused."""
+them written into a store batch by batch in one transaction, each new memory row with its vector,
+keyword entry and turn context. See store/exchange.py for how held rows are matched and
+conflicts refused."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -50,55 +52,9 @@ def _held(conn: Any, kind: Kind, rows: Sequence[Mapping[str, Any]]) -> dict[tupl
     return {_key(kind, row): row for row in select_rows(conn, kind, where, params)}
 
 
-def _keyed(conn: Any, kind: Kind, rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
-    """(the rows the store lacks, how many it holds already); refuses a held key whose row
-    differs in what makes it that row."""
-    if not rows:
-        return [], 0
-    held = _held(conn, kind, rows)
-    new, seen = [], set()
-    for row in rows:
-        key = _key(kind, row)
-        if key in seen:
-            raise ImportConflictError(
-                f"the file holds {kind.name} {_shown(key)} twice; it is not a valid export"
-            )
-        seen.add(key)
-        mine = held.get(key)
-        if mine is None:
-            new.append(row)
-            continue
-        differing = [c for c in kind.compared if _plain(c, row[c]) != _plain(c, mine[c])]
-        if differing:
-            raise ImportConflictError(
-                f"{kind.name} {_shown(key)} is already in this store with another {', '.join(differing)} "
-                f"(here {_shown(tuple(mine[c] for c in differing))}, in the file "
-                f"{_shown(tuple(row[c] for c in differing))}); nothing was imported. The file and this store "
-                "have diverged: import it into a new store, or erase the scope here first"
-            )
-    return new, len(rows) - len(new)
-
-
 def _shown(key: tuple[Any, ...]) -> str:
     text = ", ".join(repr(part) for part in key)
     return text if len(text) <= 200 else text[:200] + "..."
-
-
-def _unmatched(
-    conn: Any, kind: Kind, rows: Sequence[dict[str, Any]], where: str, params: list[Any]
-) -> list[dict[str, Any]]:
-    """Rows without a key (events, write runs): those not already held, counting equal rows."""
-    held = Counter(
-        tuple(_plain(c, row[c]) for c in kind.columns) for row in select_rows(conn, kind, where, params)
-    )
-    new = []
-    for row in rows:
-        found = tuple(_plain(c, row[c]) for c in kind.columns)
-        if held[found] > 0:
-            held[found] -= 1
-        else:
-            new.append(row)
-    return new
 
 
 def _same_slot(conn: Any, kind: Kind, rows: Sequence[dict[str, Any]], slot: str) -> None:
@@ -130,10 +86,6 @@ def insert_rows(conn: Any, table: str, columns: Sequence[str], rows: Sequence[Ma
         )
 
 
-def _insert(conn: Any, kind: Kind, rows: Sequence[dict[str, Any]]) -> None:
-    insert_rows(conn, kind.table, kind.columns, rows)
-
-
 def keyword_entries(conn: Any, rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
     """The keyword-index entries of memory rows (with their `row_id`): a raw turn's context is
     the text of the episodes its `turn_context` links in `conn` name (what TurnContext indexed
@@ -151,89 +103,148 @@ def keyword_entries(conn: Any, rows: Sequence[Mapping[str, Any]]) -> list[tuple[
     ]
 
 
-def import_rows(
-    store: Any, found: Mapping[str, list[dict[str, Any]]], vectors: Mapping[tuple[str, int], np.ndarray]
-) -> dict[str, tuple[int, int]]:
-    """Write the rows of `found` (as `read_scope` returns them) the store lacks, in one
-    transaction, each new memory row with its vector (`vectors` by (id, version)), keyword
-    entry and turn context. Returns {record type: (new, already held)}."""
-    counts: dict[str, tuple[int, int]] = {}
-    with store.transaction() as conn:
+# The record types an import counts (new, already held), in the order it reports them.
+COUNTED = (
+    "entity", "episode", "memory", "memory_source", "memory_link", "memory_event", "block", "block_version",
+    "lifecycle_settings", "retention_settings", "write_run", "write_run_candidate", "write_run_op", "feedback",
+)  # fmt: skip
+# A new entity or block must not take the name or label another id holds in its scope.
+SLOTS = {"entity": "normalized_name", "block": "label"}
+Key = tuple[str, int]  # a memory version: (id, version)
+Placed = tuple[int, str, str, str]  # a memory row as its vector is stored: row id, partition, agent, run
 
-        def keyed(name: str) -> list[dict[str, Any]]:
-            new, held = _keyed(conn, BY_NAME[name], found.get(name, []))
-            counts[name] = (len(new), held)
-            return new
 
-        entities = keyed("entity")
-        _same_slot(conn, BY_NAME["entity"], entities, "normalized_name")
-        _insert(conn, BY_NAME["entity"], entities)
-        _insert(conn, BY_NAME["episode"], keyed("episode"))
-        _insert_memories(conn, store, keyed("memory"), found.get("turn_context", []), vectors)
-        _insert(conn, BY_NAME["memory_source"], keyed("memory_source"))
-        _insert(conn, BY_NAME["memory_link"], keyed("memory_link"))
-        blocks = keyed("block")
-        _same_slot(conn, BY_NAME["block"], blocks, "label")
-        _insert(conn, BY_NAME["block"], blocks)
-        _insert(conn, BY_NAME["block_version"], keyed("block_version"))
-        for name in ("lifecycle_settings", "retention_settings"):
-            _insert(conn, BY_NAME[name], keyed(name))
-        runs = found.get("write_run", [])
-        unnamed = [row for row in runs if row["uid"] is None]  # logged before runs had a uid
-        for name, rows, column in (("memory_event", found.get("memory_event", []), "memory_id"),
-                                   ("write_run", unnamed, "started_at")):  # fmt: skip
-            new = _unmatched(
-                conn, BY_NAME[name], rows, f"t.{column} IN (SELECT value FROM json_each(?))",
-                [id_list([row[column] for row in rows])],
-            )  # fmt: skip
-            _insert(conn, BY_NAME[name], new)
-            counts[name] = (len(new), len(rows) - len(new))
-        new_runs, held_runs = _keyed(
-            conn, BY_NAME["write_run"], [row for row in runs if row["uid"] is not None]
+class Importer:
+    """Rows as `read_scope` returns them written into the store in the caller's write
+    transaction `conn`, a batch at a time: a batch holds rows of one record type in file order,
+    and the batches of a type come after those of the types it names (the export's order). The
+    caller has checked that the file names no key twice. `counts`: {type: [new, already held]}."""
+
+    def __init__(self, store: Any, conn: Any) -> None:
+        self.store, self.conn = store, conn
+        self.counts = {name: [0, 0] for name in COUNTED}
+        # Events, and runs without a uid, count as held when an equal row was there before the
+        # import, not when an earlier batch of it wrote one; each held row matches once. What
+        # is kept of the matched rows is a digest, not their content.
+        self._before = {
+            name: conn.execute(f"SELECT coalesce(max(id), 0) FROM {BY_NAME[name].table}").fetchone()[0]
+            for name in ("memory_event", "write_run")
+        }
+        self._matched = {name: Counter[bytes]() for name in self._before}
+
+    def add(self, name: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Write the batch's rows the store lacks (a memory batch: `new_memories`)."""
+        kind = BY_NAME[name]
+        if name == "memory_event":
+            new = self._unmatched(kind, rows, "memory_id")
+        elif name == "write_run":  # runs logged before runs had a uid are matched by the whole row
+            unnamed = self._unmatched(kind, [row for row in rows if row["uid"] is None], "started_at")
+            fresh = {
+                id(row) for row in [*unnamed, *self._keyed(kind, [r for r in rows if r["uid"] is not None])]
+            }
+            new = [row for row in rows if id(row) in fresh]
+        else:
+            new = self._keyed(kind, rows)
+            if name in SLOTS:
+                _same_slot(self.conn, kind, new, SLOTS[name])
+        insert_rows(self.conn, kind.table, kind.columns, new)
+        self._count(name, len(new), len(rows))
+
+    def new_memories(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The memory rows of the batch the store lacks (for `insert_memories`)."""
+        new = self._keyed(BY_NAME["memory"], rows)
+        self._count("memory", len(new), len(rows))
+        return new
+
+    def insert_memories(
+        self,
+        rows: Sequence[dict[str, Any]],
+        links: Mapping[Key, Sequence[str]],
+        vectors: Mapping[Key, np.ndarray],
+    ) -> dict[Key, Placed]:
+        """Insert new memory rows, each with its turn context (`links`: the episode ids its keyword
+        context quotes), keyword entry and, if `vectors` has it, vector. Returns the rows left
+        without one, for `insert_vectors` when their vectors come."""
+        if not rows:
+            return {}
+        memory = BY_NAME["memory"]
+        # One batch, then the new row ids by (id, version): a round trip per row cost PostgreSQL
+        # most of an import.
+        insert_rows(self.conn, memory.table, memory.columns, rows)
+        assigned = {
+            (row[1], row[2]): row[0]
+            for row in self.conn.execute(
+                "SELECT row_id, id, version FROM memories WHERE id IN (SELECT value FROM json_each(?))",
+                (id_list([row["id"] for row in rows]),),
+            ).fetchall()
+        }
+        placed = {
+            (row["id"], row["version"]): (
+                assigned[(row["id"], row["version"])], row["user_id"] or NO_USER, row["agent_id"] or "",
+                row["run_id"] or "",
+            )
+            for row in rows
+        }  # fmt: skip
+        self.conn.executemany(
+            "INSERT INTO turn_context (row_id, episode_id) VALUES (?, ?)",
+            [(place[0], episode) for key, place in placed.items() for episode in links.get(key, ())],
         )
-        _insert(conn, BY_NAME["write_run"], new_runs)
-        counts["write_run"] = (counts["write_run"][0] + len(new_runs), counts["write_run"][1] + held_runs)
-        for name in ("write_run_candidate", "write_run_op", "feedback"):
-            _insert(conn, BY_NAME[name], keyed(name))
-    store.keywords.clear_cache()
-    return counts
+        ready = [key for key in placed if key in vectors]
+        if ready:
+            self.insert_vectors([placed[key] for key in ready], np.stack([vectors[key] for key in ready]))
+        indexed = [{**row, "row_id": placed[(row["id"], row["version"])][0]} for row in rows]
+        self.store.keywords.insert(self.conn, keyword_entries(self.conn, indexed))
+        return {key: place for key, place in placed.items() if key not in vectors}
+
+    def insert_vectors(self, rows: Sequence[Placed], embeddings: np.ndarray) -> None:
+        if rows:
+            row_ids, partitions, agents, runs = (list(column) for column in zip(*rows))
+            self.store.vectors.insert(
+                self.conn, row_ids, partitions, agents, runs, np.asarray(embeddings, dtype=np.float32)
+            )
+
+    def _count(self, name: str, new: int, batch: int) -> None:
+        self.counts[name][0] += new
+        self.counts[name][1] += batch - new
+
+    def _keyed(self, kind: Kind, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The rows the store lacks; refuses a held key whose row differs in what makes it that row."""
+        if not rows:
+            return []
+        held, new = _held(self.conn, kind, rows), []
+        for row in rows:
+            key = _key(kind, row)
+            mine = held.get(key)
+            if mine is None:
+                new.append(row)
+                continue
+            differing = [c for c in kind.compared if _plain(c, row[c]) != _plain(c, mine[c])]
+            if differing:
+                raise ImportConflictError(
+                    f"{kind.name} {_shown(key)} is already in this store with another {', '.join(differing)} "
+                    f"(here {_shown(tuple(mine[c] for c in differing))}, in the file "
+                    f"{_shown(tuple(row[c] for c in differing))}); nothing was imported. The file and this "
+                    "store have diverged: import it into a new store, or erase the scope here first"
+                )
+        return new
+
+    def _unmatched(self, kind: Kind, rows: Sequence[dict[str, Any]], column: str) -> list[dict[str, Any]]:
+        """Rows without a key (events, write runs without a uid): those not already held."""
+        if not rows:
+            return []
+        where = f"t.{column} IN (SELECT value FROM json_each(?)) AND t.id <= ?"
+        params = [id_list([row[column] for row in rows]), self._before[kind.name]]
+        held = Counter(_digest(kind, row) for row in select_rows(self.conn, kind, where, params))
+        matched, new = self._matched[kind.name], []
+        for row in rows:
+            digest = _digest(kind, row)
+            if matched[digest] < held[digest]:
+                matched[digest] += 1
+            else:
+                new.append(row)
+        return new
 
 
-def _insert_memories(
-    conn: Any,
-    store: Any,
-    rows: Sequence[dict[str, Any]],
-    links: Sequence[Mapping[str, Any]],
-    vectors: Mapping[tuple[str, int], np.ndarray],
-) -> None:
-    if not rows:
-        return
-    # One batch, then the new row ids by (id, version): a round trip per row cost PostgreSQL
-    # most of an import.
-    _insert(conn, BY_NAME["memory"], rows)
-    assigned = {
-        (row[1], row[2]): row[0]
-        for row in conn.execute(
-            "SELECT row_id, id, version FROM memories WHERE id IN (SELECT value FROM json_each(?))",
-            (id_list([row["id"] for row in rows]),),
-        ).fetchall()
-    }
-    indexed = [{**row, "row_id": assigned[(row["id"], row["version"])]} for row in rows]
-    row_of = {(row["id"], row["version"]): row["row_id"] for row in indexed}
-    conn.executemany(
-        "INSERT INTO turn_context (row_id, episode_id) VALUES (?, ?)",
-        [
-            (row_of[(link["memory_id"], link["version"])], link["episode_id"])
-            for link in links
-            if (link["memory_id"], link["version"]) in row_of
-        ],
-    )
-    store.vectors.insert(
-        conn,
-        [row["row_id"] for row in indexed],
-        [row["user_id"] or NO_USER for row in indexed],
-        [row["agent_id"] or "" for row in indexed],
-        [row["run_id"] or "" for row in indexed],
-        np.stack([np.asarray(vectors[(row["id"], row["version"])], dtype=np.float32) for row in indexed]),
-    )
-    store.keywords.insert(conn, keyword_entries(conn, indexed))
+def _digest(kind: Kind, row: Mapping[str, Any]) -> bytes:
+    found = tuple(_plain(column, row[column]) for column in kind.columns)
+    return hashlib.blake2b(repr(found).encode(), digest_size=16).digest()
