@@ -257,3 +257,26 @@ def test_doctor_reports_the_encryption_driver_and_an_encrypted_db_without_a_key(
     monkeypatch.delenv(KEY_ENV)
     skipped = check_encryption(None)
     assert skipped.status == "skip" and "dspy-memory[encryption]" in skipped.fix
+
+
+def test_an_import_into_an_encrypted_store_computes_vectors_without_a_plaintext_temporary_file(
+    tmp_path, monkeypatch
+):
+    from dspy_memory.governance import exchange_import
+
+    source = tmp_path / "plain.db"
+    with open_memory(source) as memory:
+        memory.add(["Ada keeps bees on the roof.", "Ada's code is 4711."], user_id="ada", infer=False)
+        memory.export(tmp_path / "ada.jsonl", user_id="ada")  # no vectors in the file
+
+    def no_spill(*args, **kwargs):
+        raise AssertionError("vectors of an encrypted store were spilled to a temporary file")
+
+    monkeypatch.setattr(exchange_import, "_embed_ahead", no_spill)
+    with open_memory(tmp_path / "secret.db", encryption_key=KEY) as memory:
+        report = memory.import_(tmp_path / "ada.jsonl")
+        assert report.reembedded == 2
+        assert (
+            memory.search("bees", user_id="ada", k=1, recipe="dense")[0].content
+            == "Ada keeps bees on the roof."
+        )
