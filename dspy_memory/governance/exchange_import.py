@@ -6,7 +6,8 @@ The first pass (`_FirstPass`, through exchange_format.check) checks the file who
 is written and keeps only ids and keys: the references between records, keys held twice, what
 expired, the episodes each raw turn's keyword context quotes (turn_context records come after
 the memories they index) and which memory versions have a vector in the file. The vectors to
-compute here are then computed, before the write lock is taken, into an unnamed temporary file.
+compute here are then computed, before the write lock is taken, into an unnamed temporary file
+(into an encrypted store: in the second pass, as a vector encodes its text).
 The second pass (`_SecondPass`) reads the file again and writes it in one transaction, in batches
 of `BATCH` records of one type (store/exchange_import.py). A file whose types are out of the
 export's order (edited by hand) is read once per type instead, so that a record still comes
