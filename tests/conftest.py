@@ -109,6 +109,23 @@ def _check_encrypted(path):
 
 
 @pytest.fixture
+def other_store(backend, tmp_path, request):
+    """Where a second store lives, on the same backend as `db_path`."""
+    made = iter(range(100))
+
+    def make() -> str:
+        if backend == "sqlite":
+            return str(tmp_path / f"other-{next(made)}.db")
+        from tests.pg import fresh_schema
+
+        url, drop = fresh_schema(request.getfixturevalue("postgres_server"))
+        request.addfinalizer(drop)
+        return url
+
+    return make
+
+
+@pytest.fixture
 def memory(db_path):
     with Memory(db_path, embedder=HashEmbedder(64)) as mem:
         yield mem

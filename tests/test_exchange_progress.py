@@ -23,7 +23,7 @@ from dspy_memory.governance import exchange, exchange_import
 from dspy_memory.governance.exchange_format import ExportFileError
 from dspy_memory.util.progress import Progress
 
-from .pg import fresh_schema
+from .test_progress import rising_to_the_total
 
 pytestmark = pytest.mark.backends
 
@@ -41,32 +41,6 @@ def filled(path: str) -> None:
         memory.update(memory.get_all(user_id="ada")[0].id, "Ada lives in Denver.", user_id="ada")
 
 
-@pytest.fixture
-def other_db(backend, tmp_path, request):
-    """Where a second store lives, on the same backend as `db_path`."""
-    made = iter(range(100))
-
-    def make() -> str:
-        if backend == "sqlite":
-            return str(tmp_path / f"other-{next(made)}.db")
-        url, drop = fresh_schema(request.getfixturevalue("postgres_server"))
-        request.addfinalizer(drop)
-        return url
-
-    return make
-
-
-def rising_to_the_total(seen: list[Progress]) -> int:
-    """Checks what a run told its callback; returns the total."""
-    assert seen and {progress.unit for progress in seen} == {"records"}
-    done = [progress.done for progress in seen]
-    assert done == sorted(done), done
-    total = seen[-1].total
-    assert total is not None and done[-1] == total
-    assert {progress.total for progress in seen} <= {None, total}
-    return total
-
-
 def test_export_and_import_report_records_rising_to_the_total(db_path, tmp_path, monkeypatch):
     filled(db_path)
     monkeypatch.setattr(exchange, "PROGRESS_EVERY", 5)
@@ -76,13 +50,13 @@ def test_export_and_import_report_records_rising_to_the_total(db_path, tmp_path,
         exported = memory.export(
             tmp_path / "all.jsonl.gz", all_scopes=True, include_embeddings=True, on_progress=seen.append
         )
-    assert rising_to_the_total(seen) == sum(exported.counts.values()) > 20
+    assert rising_to_the_total(seen, "records") == sum(exported.counts.values()) > 20
     assert len({progress.done for progress in seen}) > 3  # a step per 5 records
     seen.clear()
     copy = str(tmp_path / "copy.db")
     with opened(copy) as memory:
         report = memory.import_(tmp_path / "all.jsonl.gz", on_progress=seen.append)
-    assert rising_to_the_total(seen) == sum(exported.counts.values())
+    assert rising_to_the_total(seen, "records") == sum(exported.counts.values())
     assert seen[0] == Progress(0, None, "records")  # shown while the file is checked
     writing = [progress for progress in seen if progress.total is not None]
     assert len(writing) > 5  # a step per batch of 4
@@ -124,7 +98,7 @@ def table_counts(path: str) -> dict:
         return memory.stats()["tables"]
 
 
-def test_a_broken_line_in_the_middle_stores_nothing(db_path, other_db, tmp_path):
+def test_a_broken_line_in_the_middle_stores_nothing(db_path, other_store, tmp_path):
     filled(db_path)
     with opened(db_path) as memory:
         memory.export(tmp_path / "all.jsonl", all_scopes=True)
@@ -133,13 +107,13 @@ def test_a_broken_line_in_the_middle_stores_nothing(db_path, other_db, tmp_path)
         tmp_path / "broken.jsonl",
         lambda body: body.__setitem__(len(body) // 2, b'{"record": "memory", "id": \n'),
     )
-    copy = other_db()
+    copy = other_store()
     with opened(copy) as memory, pytest.raises(ExportFileError, match="not valid JSON"):
         memory.import_(tmp_path / "broken.jsonl")
     assert set(table_counts(copy).values()) == {0}
 
 
-def test_a_file_changed_between_the_passes_stores_nothing(db_path, other_db, tmp_path, monkeypatch):
+def test_a_file_changed_between_the_passes_stores_nothing(db_path, other_store, tmp_path, monkeypatch):
     """The second pass writes batch by batch; the line it breaks on comes after some were
     written, and the one transaction takes them all back."""
     filled(db_path)
@@ -159,7 +133,7 @@ def test_a_file_changed_between_the_passes_stores_nothing(db_path, other_db, tmp
         return found
 
     monkeypatch.setattr(exchange_import, "_embed_ahead", then_changed)
-    copy = other_db()
+    copy = other_store()
     with opened(copy) as memory, pytest.raises(ExportFileError, match="changed while it was imported"):
         memory.import_(tmp_path / "all.jsonl")
     assert set(table_counts(copy).values()) == {0}

@@ -36,21 +36,6 @@ SCOPES = (
 QUERIES = ("where does Ada live", "sandwiches lemonade hike", "tea peanuts", "note")
 
 
-@pytest.fixture
-def other_store(backend, tmp_path, request):
-    """Where a second store lives, on the same backend as `db_path`."""
-    made = iter(range(100))
-
-    def make() -> str:
-        if backend == "sqlite":
-            return str(tmp_path / f"other-{next(made)}.db")
-        url, drop = fresh_schema(request.getfixturevalue("postgres_server"))
-        request.addfinalizer(drop)
-        return url
-
-    return make
-
-
 def opened(path, dim=64):
     return Memory(path, embedder=HashEmbedder(dim), track_access=False)
 

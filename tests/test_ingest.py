@@ -8,11 +8,8 @@ half-stored; the LM path runs conversations in order under claims, side by side 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -24,6 +21,8 @@ from dspy_memory import InvalidInputError, Memory, ScopeError
 from dspy_memory.cli import main
 from dspy_memory.embed import HashEmbedder
 from dspy_memory.testing import scripted_lm
+
+from .test_cli_first_minutes import _cli
 
 pytestmark = [pytest.mark.backends]
 START = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
@@ -313,19 +312,6 @@ def test_an_lm_that_fails_keeps_the_input_as_raw_turns_and_says_so(db_path, tmp_
 
 
 # -- the command line ----------------------------------------------------------------------------
-
-
-def _cli(*args, **kwargs):
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("DSPY_MEMORY_LM", None)
-    return subprocess.Popen(
-        [sys.executable, "-m", "dspy_memory.cli", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        **kwargs,
-    )
 
 
 def _rows(db, sql):

@@ -33,7 +33,7 @@ from dspy_memory.write.writer import Writer
 # versions, or a run after an upgrade would store the file again).
 NAMESPACE = uuid.UUID("5f0e6a52-3b1c-4d2a-9c77-6a1e0b2d9f41")
 MAX_REFUSALS = 1000  # kept in the report; all are counted
-RAW_BATCH = 256  # texts embedded at once (bench_ingest: the embedder's rate is flat from ~64)
+RAW_BATCH = 256  # messages per transaction; the embedder splits them into its own batches (64)
 # Messages held in the LM path's per-conversation buffers before the fullest is written.
 BUFFERED_BATCHES = 8
 
