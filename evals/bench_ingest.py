@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import random
 import subprocess
 import sys
@@ -314,7 +315,10 @@ def datasets(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
     found = []
     if args.locomo:
         if not Path(args.locomo).is_file():
-            raise SystemExit(f"{args.locomo}: no LoCoMo file there (--locomo '' leaves it out)")
+            raise SystemExit(
+                f"{args.locomo}: no LoCoMo file there: `python -m evals.locomo download`, then "
+                f"`python -m evals.locomo split --out {args.locomo}` (--locomo '' leaves it out)"
+            )
         found.append({"name": "locomo dev", "file": args.locomo, "format": "locomo"})
     for size in sorted({max(1, args.synthetic // 10), args.synthetic} if args.synthetic else set()):
         stage(f"writing {size} synthetic messages")
@@ -390,7 +394,10 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--locomo", default="/work/shared/data/locomo/locomo_dev5.json", help="a LoCoMo file; '' to skip"
+        "--locomo",
+        default=os.environ.get("LOCOMO_DEV") or "data/locomo_dev.json",
+        help="LoCoMo's development conversations (default $LOCOMO_DEV or data/locomo_dev.json, which "
+        "`python -m evals.locomo split --out data/locomo_dev.json` writes); '' to skip",
     )
     parser.add_argument("--synthetic", type=int, default=100_000, help="messages (also N/10); 0 to skip")
     parser.add_argument("--embedder", default="local", help="an embedder spec: local (MiniLM), test, ...")
