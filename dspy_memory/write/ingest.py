@@ -26,7 +26,7 @@ from dspy_memory.types import AddResult, Episode, Scope
 from dspy_memory.util.progress import OnProgress, report
 from dspy_memory.util.timeutil import utcnow
 from dspy_memory.write.formats import Message, MessageStream, Refusal
-from dspy_memory.write.inputs import drafts_from_input, turn_text
+from dspy_memory.write.inputs import Draft, drafts_from_input, turn_text
 from dspy_memory.write.writer import Writer
 
 # Episode ids of ingested messages: uuid5 in this namespace (fixed: ids must not change between
@@ -71,7 +71,7 @@ class Ingestion:
         mode = writer.mode_for(lm) if lm is not None else "raw"
         self.report = IngestReport(source=str(stream.path), format=stream.format, mode=mode)
         self._conversations: set[str] = set()
-        self._buffers: dict[str, list[tuple[Message, dict[str, Any]]]] = {}
+        self._buffers: dict[str, list[tuple[Message, Draft]]] = {}
         self._buffered = 0  # messages in all the buffers
         self._pool: ThreadPoolExecutor | None = None
         self._in_flight: dict[Future[AddResult], tuple[str, list[str]]] = {}
@@ -123,7 +123,7 @@ class Ingestion:
             self._progress()
         return self.report
 
-    def _checked(self, item: Message | Refusal) -> tuple[Message, dict[str, Any]] | Refusal:
+    def _checked(self, item: Message | Refusal) -> tuple[Message, Draft] | Refusal:
         """The message as `add` takes it, checked whole (a refusal names where and why)."""
         if isinstance(item, Refusal):
             return item
@@ -141,10 +141,10 @@ class Ingestion:
             },
         }
         try:
-            drafts_from_input([draft])
+            [checked] = drafts_from_input([draft])
         except InvalidInputError as exc:
             return Refusal(item.where, str(exc).removeprefix("message 0: ").removeprefix("every message is "))
-        return item, draft
+        return item, checked  # persisted as it is: not checked a second time
 
     def _refuse(self, refusal: Refusal) -> None:
         self.report.refused_count += 1
@@ -169,7 +169,7 @@ class Ingestion:
         if not batch:
             return
         self._buffered -= len(batch)
-        ids: dict[str, tuple[Message, dict[str, Any]]] = {}
+        ids: dict[str, tuple[Message, Draft]] = {}
         for message, draft in batch:
             identity = message.key or f"{self._stream.path.name}:{message.conversation}:{message.where}"
             ids.setdefault(episode_id(self._scope, identity, message.content), (message, draft))

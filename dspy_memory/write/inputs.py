@@ -157,7 +157,9 @@ def drafts_from_input(messages: MessagesInput) -> list[Draft]:
     if isinstance(messages, Sequence) and not isinstance(messages, (bytes, bytearray)):
         drafts = []
         for position, item in enumerate(messages):
-            if isinstance(item, str):
+            if isinstance(item, Draft):  # checked already, one by one (bulk ingestion)
+                drafts.append(item)
+            elif isinstance(item, str):
                 drafts.append(Draft(source="text", content=valid_text(item, f"message {position}")))
             elif isinstance(item, Mapping) and "content" in item:
                 drafts.append(_message(item, position))
